@@ -1,0 +1,141 @@
+"""`taubot` command line: diagnose, workspace checks, and the long-running services.
+
+Bad input is the user's, not a crash: it exits 2 with one line on stderr and
+no traceback. A diagnosis that was made exits 0 whatever it found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import UTC, datetime
+from importlib import resources
+from typing import NoReturn
+
+from .diagnosis.evaluate import evaluate
+from .diagnosis.models import Diagnosis
+from .diagnosis.render_text import render_text
+from .diagnosis.snapshot import SnapshotError, load_snapshot_file, parse_snapshot
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DEFAULT_EXAMPLE = "rayjob-head-crashloop"
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def valid_run_name(name: str) -> str:
+    if not DNS1123_LABEL.match(name):
+        raise UsageError(
+            f"invalid run name {name!r}: a run name is a DNS-1123 label (lowercase letters, "
+            "digits and '-', starting and ending with a letter or digit, at most 63 characters)"
+        )
+    return name
+
+
+def parse_now(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"invalid --now {text!r}: expected ISO 8601, e.g. 2026-11-30T10:30:00Z") from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def example_names() -> list[str]:
+    folder = resources.files("workers") / "examples"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def load_example(name: str) -> tuple[str, list[dict]]:
+    """An example dump and the run it is about (its `taugrid.io/example-run` annotation)."""
+    if name not in example_names():
+        raise UsageError(f"no example {name!r}; examples: {', '.join(example_names())}")
+    text = (resources.files("workers") / "examples" / f"{name}.json").read_text(encoding="utf-8")
+    doc = json.loads(text)
+    run = ((doc.get("metadata") or {}).get("annotations") or {}).get("taugrid.io/example-run")
+    return run or name, parse_snapshot(text, source=f"example {name}")
+
+
+def _emit(d: Diagnosis, fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps(d.contract(), indent=2, ensure_ascii=False))
+    else:
+        print(render_text(d))
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    now = parse_now(args.now)
+    if args.example is not None:
+        run, objects = load_example(args.example)
+        if args.run:
+            run = valid_run_name(args.run)
+        print(f"# example {args.example!r} (a bundled dump); run: {run}", file=sys.stderr)
+        _emit(evaluate(objects, run, now, args.namespace), args.format)
+        return 0
+    if not args.run:
+        raise UsageError("diagnose needs RUN (or --example [NAME] for a bundled dump)")
+    run = valid_run_name(args.run)
+    if args.from_file:
+        try:
+            objects = load_snapshot_file(args.from_file)
+        except SnapshotError as exc:
+            raise UsageError(str(exc)) from None
+        _emit(evaluate(objects, run, now, args.namespace), args.format)
+        return 0
+    if not args.workspace:
+        raise UsageError("diagnose needs --from-file DUMP or --workspace W")
+    from .live_cli import diagnose_live  # the live path pulls in the Kubernetes client
+
+    return diagnose_live(args, run, now, _emit)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="taubot", description="Diagnose stuck TauGrid training runs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    d = sub.add_parser("diagnose", help="walk a run's lifecycle phase tree")
+    d.add_argument("run", nargs="?", help="run name (RayJob or Job)")
+    d.add_argument("--from-file", metavar="DUMP", help="kubectl get -o json|yaml output")
+    d.add_argument("--example", nargs="?", const=DEFAULT_EXAMPLE, metavar="NAME",
+                   help=f"diagnose a bundled example dump (default {DEFAULT_EXAMPLE})")
+    d.add_argument("--namespace", "-n", help="namespace of the run (default: any)")
+    d.add_argument("--now", help="judge time-based rules as of this ISO 8601 time")
+    d.add_argument("--format", choices=("text", "json"), default="text")
+    d.add_argument("--workspace", help="collect live from this workspace's cluster")
+    d.add_argument("--workspaces-dir", help="directory of WorkspaceConnection descriptors")
+    d.add_argument("--as", dest="as_user", metavar="USER", help="impersonate USER (as kubectl)")
+    d.add_argument("--as-group", dest="as_groups", action="append", default=[], metavar="GROUP",
+                   help="impersonate GROUP (repeatable)")
+    d.add_argument("--save-snapshot", metavar="FILE", help="write the collected snapshot here")
+    d.add_argument("--run-profile", action="store_true", help="add live GPU telemetry")
+    d.set_defaults(func=cmd_diagnose)
+
+    e = sub.add_parser("examples", help="list the bundled example dumps")
+    e.set_defaults(func=lambda args: print("\n".join(example_names())) or 0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"taubot: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

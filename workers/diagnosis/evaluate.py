@@ -1,0 +1,115 @@
+"""`evaluate(snapshot, run, now) -> Diagnosis`: the pure heart of taubot.
+
+No I/O and no clock: the same function judges a dump a user made with kubectl
+and a snapshot collected live under the user's identity. Phases are evaluated
+in dependency order (pod-level phases before RayCluster, which borrows their
+evidence) and reported in the guide's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from .layers import layer_info
+from .linkage import find_run
+from .models import PHASE_NAMES, Diagnosis, Finding, PhaseResult, PhaseState, RunRef
+from .phases import (
+    admission,
+    container_start,
+    dra,
+    image_pull,
+    init_containers,
+    raycluster,
+    rayjob_status,
+    ready,
+    scheduling,
+    submitted,
+)
+from .phases.common import RunContext
+from .snapshot import flatten, parse_snapshot
+
+PhaseFn = Callable[[RunContext, dict[str, PhaseResult]], PhaseResult]
+
+EVALUATION_ORDER: tuple[tuple[str, PhaseFn], ...] = (
+    (submitted.NAME, submitted.evaluate),
+    (admission.NAME, admission.evaluate),
+    (scheduling.NAME, scheduling.evaluate),
+    (dra.NAME, dra.evaluate),
+    (image_pull.NAME, image_pull.evaluate),
+    (init_containers.NAME, init_containers.evaluate),
+    (container_start.NAME, container_start.evaluate),
+    (ready.NAME, ready.evaluate),
+    (raycluster.NAME, raycluster.evaluate),
+    (rayjob_status.NAME, rayjob_status.evaluate),
+)
+
+ALL_DONE = Finding(
+    owner="researcher",
+    transient=None,
+    next_action="Every lifecycle phase is done, which does not prove progress: check the "
+    "driver or pod log (`tau logs <run>`) and the experiment record "
+    "(`taugrid-portal experiment status <run>`).",
+)
+
+
+def _objects(snapshot: list[dict] | dict | str) -> list[dict]:
+    if isinstance(snapshot, str):
+        return parse_snapshot(snapshot)
+    return flatten(snapshot)
+
+
+def _judge_finished(ctx: RunContext, results: dict[str, PhaseResult]) -> None:
+    """A finished run is judged as it finished (SPEC §3).
+
+    A succeeded Job or RayJob is done in every phase whatever earlier attempts
+    left behind; a failed RayJob's verdict is in `RayJob status`, so the
+    phases before it are closed as done (their evidence kept).
+    """
+    verdict = ctx.terminal()
+    closing = verdict == "succeeded" or (verdict == "failed" and ctx.objs.kind == "RayJob")
+    if not closing:
+        return
+    for name, phase in results.items():
+        if name == rayjob_status.NAME or phase.state.finished:
+            continue
+        note = "run succeeded" if verdict == "succeeded" else "run finished; see RayJob status"
+        results[name] = phase.model_copy(update={
+            "state": PhaseState.DONE,
+            "summary": f"{phase.summary} ({note})" if phase.state is PhaseState.WARNING
+            else f"finished ({note})",
+        })
+
+
+def evaluate(
+    snapshot: list[dict] | dict | str,
+    run: str,
+    now: datetime,
+    namespace: str | None = None,
+) -> Diagnosis:
+    """Diagnose `run` from the snapshot's objects as of `now`."""
+    objs = find_run(_objects(snapshot), run, namespace)
+    ctx = RunContext(objs=objs, now=now)
+    results: dict[str, PhaseResult] = {}
+    for name, fn in EVALUATION_ORDER:
+        results[name] = fn(ctx, dict(results))
+    _judge_finished(ctx, results)
+    phases = [results[name] for name in PHASE_NAMES]
+    first = next((p for p in phases if not p.state.finished), None)
+    ref = RunRef(name=run, namespace=objs.namespace, kind=objs.kind)  # type: ignore[arg-type]
+    if first is None:
+        finding, layer, evidence = ALL_DONE, 7, []
+    else:
+        finding, layer, evidence = first.finding, first.layer, first.evidence
+    action = finding.next_action.replace("<run>", run).replace("<namespace>", ctx.namespace)
+    return Diagnosis(
+        run=ref,
+        phases=phases,
+        first_incomplete=first.name if first else None,
+        layer=layer,
+        owner=finding.owner,
+        transient=finding.transient,
+        next_action=action,
+        evidence=evidence,
+        layer_info=layer_info(layer, run, objs.namespace),
+    )

@@ -1,0 +1,133 @@
+"""The diagnosis vocabulary: phases, states, owners and the Diagnosis itself.
+
+These are the boundary models between the pure evaluator and everything that
+shows its answer (CLI text, JSON contract, Slack cards), so the names are the
+guide's and SPEC §3–§5's, exactly.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PHASE_NAMES: tuple[str, ...] = (
+    "Submitted",
+    "Kueue admission",
+    "RayCluster",
+    "Pod scheduling",
+    "DRA allocation",
+    "Image pull",
+    "Init containers",
+    "Container start",
+    "Ready",
+    "RayJob status",
+)
+
+Owner = Literal[
+    "researcher", "platform", "queue-owner", "node-pool-owner", "image-owner", "taugrid-owner"
+]
+OWNERS: tuple[str, ...] = (
+    "researcher",
+    "platform",
+    "queue-owner",
+    "node-pool-owner",
+    "image-owner",
+    "taugrid-owner",
+)
+RunKind = Literal["RayJob", "Job"]
+
+
+class PhaseState(StrEnum):
+    """The five states of SPEC §3; `done` and `skipped` are the finished ones."""
+
+    PENDING = "pending"
+    ACTIVE = "active"
+    DONE = "done"
+    WARNING = "warning"
+    SKIPPED = "skipped"
+
+    @property
+    def finished(self) -> bool:
+        return self in (PhaseState.DONE, PhaseState.SKIPPED)
+
+
+class Finding(BaseModel):
+    """Who fixes a phase that is not done, and how: the owner table of SPEC §4.
+
+    Every phase result carries one, even when healthy, because before anything
+    has failed the owner is still "the owner of that phase's failure row".
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    owner: Owner
+    transient: bool | None
+    next_action: str
+
+
+class PhaseResult(BaseModel):
+    """One line of the phase tree."""
+
+    name: str
+    state: PhaseState
+    summary: str
+    evidence: list[str] = Field(default_factory=list)
+    finding: Finding
+    layer: int = Field(description="Lifecycle layer of the guide this phase belongs to")
+
+
+class RunRef(BaseModel):
+    name: str
+    namespace: str | None
+    kind: RunKind | None
+
+
+class LayerInfo(BaseModel):
+    """What a layer's success proves and does not, in the guide's words."""
+
+    number: int
+    title: str
+    proves: str
+    does_not_prove: str
+    command: str
+    operator_hints: list[str] = Field(default_factory=list)
+
+
+class Diagnosis(BaseModel):
+    """The answer of `evaluate()`: the tree plus the handoff for its first open phase."""
+
+    run: RunRef
+    phases: list[PhaseResult]
+    first_incomplete: str | None
+    layer: int
+    owner: Owner
+    transient: bool | None
+    next_action: str
+    evidence: list[str] = Field(default_factory=list)
+    layer_info: LayerInfo
+    unreachable_from: int | None = Field(
+        default=None,
+        description="Set when layer 1 or 2 failed: later layers were not checked",
+    )
+
+    def phase(self, name: str) -> PhaseResult:
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def contract(self) -> dict:
+        """The JSON object of SPEC §5, exactly those keys."""
+        return {
+            "run": self.run.model_dump(),
+            "phases": [
+                {"name": p.name, "state": p.state.value, "summary": p.summary} for p in self.phases
+            ],
+            "first_incomplete": self.first_incomplete,
+            "layer": self.layer,
+            "owner": self.owner,
+            "transient": self.transient,
+            "next_action": self.next_action,
+        }

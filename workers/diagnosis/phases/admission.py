@@ -1,0 +1,241 @@
+"""Kueue admission (layer 4): was quota reserved and the Workload admitted?
+
+Works on v1beta1 and v1beta2 Workloads alike (the status fields used here did
+not change) and on both reason vocabularies: the legacy `Pending` /
+`Inadmissible` and the granular ones of the `UnadmittedWorkloadsObservability`
+gate (`WaitingForQuota`, `ExceedsMaxQuota`, `Misconfigured`, …), see
+reference/kueue-workload-status.md. Admitted proves quota was reserved —
+never that pods run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..linkage import QUEUE_LABEL, labels, meta
+from ..models import Finding, PhaseResult, PhaseState
+from ..podfacts import condition, kueue_gated
+from .common import RunContext, clip, result
+
+NAME = "Kueue admission"
+LAYER = 4
+
+WAITING = Finding(
+    owner="queue-owner",
+    transient=True,
+    next_action="The queue has no free quota for this run right now (including borrowing "
+    "limits): wait, or ask the queue owner for capacity or priority.",
+)
+CHECK_PENDING = Finding(
+    owner="queue-owner",
+    transient=True,
+    next_action="Quota is reserved; an admission check (e.g. a ProvisioningRequest) has not "
+    "passed yet — wait, or ask the queue owner about the check.",
+)
+CHECK_REJECTED = Finding(
+    owner="queue-owner",
+    transient=False,
+    next_action="An admission check rejected the Workload: the queue owner reviews the check "
+    "and its message.",
+)
+OVER_MAX = Finding(
+    owner="queue-owner",
+    transient=False,
+    next_action="The run asks for more than the queue can ever grant (its maximum, including "
+    "borrowing): request fewer resources, or ask the queue owner to raise the quota.",
+)
+NO_FLAVOR = Finding(
+    owner="queue-owner",
+    transient=False,
+    next_action="No ResourceFlavor of the ClusterQueue fits the run (resource not offered, "
+    "taint or node affinity mismatch): the queue owner reviews the flavors.",
+)
+QUEUE_BROKEN = Finding(
+    owner="platform",
+    transient=False,
+    next_action="The run's queue is missing, stopped or inactive: the platform fixes the "
+    "LocalQueue/ClusterQueue (kubectl describe localqueue/clusterqueue); resubmitting "
+    "will not help.",
+)
+PREEMPTED = Finding(
+    owner="queue-owner",
+    transient=True,
+    next_action="Kueue preempted the run to reclaim capacity for other work; it is requeued "
+    "and readmitted when quota frees up — ask the queue owner about priority if it repeats.",
+)
+PODS_READY_TIMEOUT = Finding(
+    owner="queue-owner",
+    transient=True,
+    next_action="Kueue evicted the run because its pods did not all become ready in time "
+    "(waitForPodsReady); it is requeued — check the layer-5 phases of the next attempt.",
+)
+DEACTIVATED = Finding(
+    owner="queue-owner",
+    transient=False,
+    next_action="The Workload is deactivated (e.g. requeuing limit reached): the queue owner "
+    "decides whether to reactivate it; otherwise resubmit.",
+)
+NOT_CREATED = Finding(
+    owner="queue-owner",
+    transient=True,
+    next_action="Kueue has not created a Workload for the run yet; if this lasts more than a "
+    "minute the platform checks the Kueue controller.",
+)
+ADMITTED = Finding(owner="queue-owner", transient=True, next_action="Admitted.")
+
+QUEUE_STOPPED_REASONS = {"ClusterQueueStopped", "LocalQueueStopped"}
+OVER_MAX_RE = re.compile(r"maximum capacity|insufficient quota for .+ in ClusterQueue", re.I)
+BROKEN_RE = re.compile(
+    r"(LocalQueue|ClusterQueue) \S+ (doesn't|does not) exist|is inactive|is stopped|"
+    r"flavor \S+ not found|FlavorNotFound",
+    re.I,
+)
+NO_FLAVOR_RE = re.compile(
+    r"untolerated taint .* in flavor|doesn't match node affinity|unavailable in ClusterQueue", re.I
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: PhaseState
+    reason: str
+    finding: Finding
+    evidence: str
+    explain: str = ""
+
+
+def _cond_true(wl: dict, ctype: str) -> dict | None:
+    cond = condition(wl, ctype)
+    return cond if cond and cond.get("status") == "True" else None
+
+
+def _evicted(wl: dict, name: str) -> Verdict | None:
+    ev = _cond_true(wl, "Evicted")
+    if ev is None:
+        return None
+    reason = ev.get("reason") or "Evicted"
+    msg = ev.get("message") or ""
+    evidence = f"{name}: Evicted={reason}: {clip(msg)}"
+    if reason == "Preempted":
+        pre = _cond_true(wl, "Preempted")
+        detail = f" ({pre.get('reason')})" if pre and pre.get("reason") else ""
+        return Verdict(PhaseState.WARNING, "Preempted", PREEMPTED, evidence,
+                       f"preempted{detail}: capacity was reclaimed for other work")
+    if reason in QUEUE_STOPPED_REASONS:
+        return Verdict(PhaseState.WARNING, reason, QUEUE_BROKEN, evidence,
+                       "the platform stopped the queue")
+    if reason == "PodsReadyTimeout":
+        return Verdict(PhaseState.WARNING, reason, PODS_READY_TIMEOUT, evidence,
+                       "evicted: pods not ready in time")
+    if reason in ("Deactivated", "RequeuingLimitExceeded", "MaximumExecutionTimeExceeded"):
+        return Verdict(PhaseState.WARNING, reason, DEACTIVATED, evidence, "evicted: deactivated")
+    return Verdict(PhaseState.WARNING, reason, PREEMPTED, evidence, f"evicted ({reason})")
+
+
+def judge_workload(wl: dict) -> Verdict:
+    """One Workload's admission verdict; the table of SPEC §3/§4 in code order."""
+    name = meta(wl).get("name") or "workload"
+    if _cond_true(wl, "Finished"):
+        return Verdict(PhaseState.DONE, "Finished", ADMITTED, f"{name}: Finished")
+    evicted = _evicted(wl, name)
+    if evicted:
+        return evicted
+    if _cond_true(wl, "Admitted"):
+        cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
+        where = f" by ClusterQueue {cq}" if cq else ""
+        return Verdict(PhaseState.DONE, "Admitted", ADMITTED, f"{name}: Admitted{where}")
+    qr = condition(wl, "QuotaReserved")
+    if qr is None:
+        return Verdict(PhaseState.PENDING, "NotAttempted", WAITING,
+                       f"{name}: no QuotaReserved condition yet", "not yet attempted by Kueue")
+    if qr.get("status") == "True":
+        checks = (wl.get("status") or {}).get("admissionChecks") or []
+        rejected = [c for c in checks if c.get("state") == "Rejected"]
+        if rejected:
+            c = rejected[0]
+            return Verdict(PhaseState.WARNING, "AdmissionCheckRejected", CHECK_REJECTED,
+                           f"{name}: admission check {c.get('name')} Rejected: "
+                           f"{clip(c.get('message') or '')}",
+                           f"admission check {c.get('name')} rejected")
+        waiting = [c for c in checks if c.get("state") != "Ready"]
+        names = ",".join(c.get("name") or "?" for c in waiting) or "admission"
+        return Verdict(PhaseState.ACTIVE, "UnsatisfiedAdmissionChecks", CHECK_PENDING,
+                       f"{name}: quota reserved; admission check {names} "
+                       f"{'/'.join(sorted({c.get('state') or 'Pending' for c in waiting})) or 'Pending'}",
+                       f"quota reserved, admission check {names} pending")
+    reason = qr.get("reason") or "Pending"
+    msg = qr.get("message") or ""
+    evidence = f"{name}: QuotaReserved=False reason={reason}: {clip(msg)}"
+    if reason == "ExceedsMaxQuota" or (OVER_MAX_RE.search(msg) and "unused" not in msg):
+        return Verdict(PhaseState.WARNING, reason, OVER_MAX, evidence,
+                       "request exceeds the queue's maximum quota")
+    if reason in ("Misconfigured", "Inadmissible") or BROKEN_RE.search(msg):
+        return Verdict(PhaseState.WARNING, reason, QUEUE_BROKEN, evidence,
+                       "queue missing, stopped or inactive")
+    if reason == "NoMatchingFlavor" or NO_FLAVOR_RE.search(msg):
+        return Verdict(PhaseState.WARNING, reason, NO_FLAVOR, evidence, "no matching flavor")
+    return Verdict(PhaseState.PENDING, reason, WAITING, evidence, "waiting for quota")
+
+
+def _queue_objects_verdict(ctx: RunContext) -> Verdict | None:
+    """A LocalQueue/ClusterQueue in the snapshot that says it is not Active."""
+    for q in ctx.objs.queues:
+        active = condition(q, "Active")
+        if active and active.get("status") == "False":
+            kind, qname = q.get("kind"), meta(q).get("name")
+            return Verdict(PhaseState.WARNING, active.get("reason") or "Inactive", QUEUE_BROKEN,
+                           f"{kind} {qname}: Active=False reason={active.get('reason')}: "
+                           f"{clip(active.get('message') or '')}",
+                           f"{kind} {qname} is not active")
+    return None
+
+
+def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
+    objs = ctx.objs
+    if objs.run is None:
+        return result(NAME, LAYER, PhaseState.PENDING, "waiting for the run to exist", WAITING)
+    queue_label = labels(objs.run).get(QUEUE_LABEL)
+    workloads = objs.workloads
+    queues = sorted({(wl.get("spec") or {}).get("queueName") or "" for wl in workloads} - {""})
+    if not queues and queue_label:
+        queues = [queue_label]
+    qtext = f"queue={','.join(queues)}" if queues else "queue=?"
+    if not workloads:
+        if not queue_label:
+            return result(NAME, LAYER, PhaseState.SKIPPED,
+                          "not managed by Kueue (no kueue.x-k8s.io/queue-name label, no Workload)",
+                          ADMITTED)
+        broken = _queue_objects_verdict(ctx)
+        if broken:
+            return result(NAME, LAYER, PhaseState.WARNING,
+                          f"0/1 admitted {qtext} reason={broken.reason}: {broken.explain}",
+                          broken.finding, [broken.evidence])
+        suspended = bool((objs.run.get("spec") or {}).get("suspend"))
+        why = "run suspended, no Workload yet" if suspended else "no Workload yet"
+        return result(NAME, LAYER, PhaseState.PENDING, f"0/1 admitted {qtext} reason=NoWorkload: {why}",
+                      NOT_CREATED)
+    verdicts = [judge_workload(wl) for wl in workloads]
+    admitted = sum(v.state is PhaseState.DONE for v in verdicts)
+    head = f"{admitted}/{len(verdicts)} admitted {qtext}"
+    evidence = [v.evidence for v in verdicts]
+    for wl in workloads:
+        requeue = (wl.get("status") or {}).get("requeueState") or {}
+        if requeue.get("count"):
+            evidence.append(f"{meta(wl).get('name')}: requeued {requeue['count']} times")
+    open_ = [v for v in verdicts if v.state is not PhaseState.DONE]
+    if not open_:
+        gated = [p for p in objs.pods if kueue_gated(p)]
+        note = f"; {len(gated)} pods still gated" if gated else ""
+        return result(NAME, LAYER, PhaseState.DONE,
+                      f"{head} (quota reserved; does not prove pods run){note}", ADMITTED, evidence)
+    broken = _queue_objects_verdict(ctx)
+    if broken and all(v.state is not PhaseState.WARNING for v in open_):
+        open_.insert(0, broken)
+        evidence.append(broken.evidence)
+    for state in (PhaseState.WARNING, PhaseState.PENDING, PhaseState.ACTIVE):
+        chosen = next((v for v in open_ if v.state is state), None)
+        if chosen:
+            return result(NAME, LAYER, state, f"{head} reason={chosen.reason}: {chosen.explain}",
+                          chosen.finding, evidence)
+    raise AssertionError("unreachable: open verdicts have a state")

@@ -1,0 +1,143 @@
+"""What every phase module shares: the run context and how results are built.
+
+Each phase is a pure function of (context, earlier results). `earlier` lets a
+phase defer to the one before it ("waiting for admission") without reaching
+into its internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from ..linkage import Event, RunObjects, meta
+from ..models import Finding, PhaseResult, PhaseState
+from ..podfacts import condition
+
+Terminal = Literal["succeeded", "failed"] | None
+
+RESEARCHER = Finding(
+    owner="researcher",
+    transient=False,
+    next_action="Fix the run config or application and resubmit.",
+)
+
+
+@dataclass
+class RunContext:
+    objs: RunObjects
+    now: datetime
+
+    @property
+    def namespace(self) -> str:
+        return self.objs.namespace or "<namespace>"
+
+    @property
+    def status(self) -> dict:
+        return (self.objs.run or {}).get("status") or {}
+
+    def terminal(self) -> Terminal:
+        """How the run itself says it ended, if it has: Job conditions, RayJob statuses."""
+        run = self.objs.run
+        if run is None:
+            return None
+        if self.objs.kind == "Job":
+            for ctype, verdict in (("Complete", "succeeded"), ("SuccessCriteriaMet", "succeeded"),
+                                   ("Failed", "failed"), ("FailureTarget", "failed")):
+                cond = condition(run, ctype)
+                if cond and cond.get("status") == "True":
+                    return verdict  # type: ignore[return-value]
+            return None
+        deploy = self.status.get("jobDeploymentStatus") or ""
+        job = self.status.get("jobStatus") or ""
+        if deploy == "Complete":
+            return "succeeded" if job == "SUCCEEDED" else "failed"
+        if deploy in ("Failed", "ValidationFailed"):
+            return "failed"
+        return None
+
+    def pod_events(self, pod: dict, reasons: Iterable[str] | None = None) -> list[Event]:
+        events = self.objs.events_for("Pod", meta(pod).get("name") or "")
+        if reasons is None:
+            return events
+        wanted = set(reasons)
+        return [e for e in events if e.reason in wanted]
+
+
+def result(
+    name: str,
+    layer: int,
+    state: PhaseState,
+    summary: str,
+    finding: Finding,
+    evidence: list[str] | None = None,
+) -> PhaseResult:
+    return PhaseResult(
+        name=name,
+        layer=layer,
+        state=state,
+        summary=summary,
+        finding=finding,
+        evidence=evidence or [],
+    )
+
+
+def worst(states: Iterable[PhaseState]) -> PhaseState:
+    """Aggregate per-pod states: any failure wins, then waiting, then under way."""
+    seen = set(states)
+    for state in (PhaseState.WARNING, PhaseState.PENDING, PhaseState.ACTIVE):
+        if state in seen:
+            return state
+    return PhaseState.DONE
+
+
+def clip(text: str, limit: int = 300) -> str:
+    """Keep evidence lines readable; the full text stays in the snapshot."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+@dataclass(frozen=True)
+class PodVerdict:
+    """One pod's (or container's) standing in a pod-level phase."""
+
+    state: PhaseState
+    finding: Finding
+    short: str = ""
+    evidence: str = ""
+
+
+def aggregate(
+    name: str,
+    layer: int,
+    verdicts: list[PodVerdict],
+    *,
+    total: int,
+    done_summary: str,
+    healthy: Finding,
+) -> PhaseResult:
+    """Fold per-pod verdicts into a phase line: the worst state and its first evidence."""
+    evidence = [v.evidence for v in verdicts if v.evidence and v.state is not PhaseState.DONE]
+    state = worst(v.state for v in verdicts)
+    if state is PhaseState.DONE:
+        return result(name, layer, state, done_summary, healthy, evidence)
+    chosen = [v for v in verdicts if v.state is state]
+    first = chosen[0]
+    count = f"{len(chosen)}/{total} pods" if total > 1 else "pod"
+    return result(name, layer, state, f"{count}: {first.short}", first.finding, evidence)
+
+
+def waiting_for_earlier(
+    name: str, layer: int, earlier: dict[str, PhaseResult], finding: Finding, what: str
+) -> PhaseResult | None:
+    """`pending` when an earlier phase has not finished and nothing here exists yet."""
+    for prev in earlier.values():
+        if not prev.state.finished:
+            return result(name, layer, PhaseState.PENDING, f"{what} (waiting on {prev.name})", finding)
+    return None

@@ -1,0 +1,125 @@
+"""Container start (layer 5): did every main container start and keep running?
+
+Crash loops, non-zero exits, `OOMKilled` and `CreateContainerConfigError` are
+the application's (or its config's) failure; a volume that cannot be mounted
+while the container is being created is the platform's. A Running pod phase
+says containers started — never that training progresses.
+"""
+
+from __future__ import annotations
+
+from ..linkage import meta
+from ..models import Finding, PhaseResult, PhaseState
+from ..patterns import CONFIG_ACTION, CRASH_ACTION, OOM_ACTION, VOLUME_MOUNT
+from ..podfacts import (
+    condition,
+    containers,
+    describe_exit,
+    exit_failed,
+    is_scheduled,
+    pod_phase,
+    where,
+)
+from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
+
+NAME = "Container start"
+LAYER = 5
+CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+MOUNT_EVENTS = ("FailedMount", "FailedAttachVolume")
+
+HEALTHY = Finding(owner="researcher", transient=False, next_action="Containers started.")
+CRASH = Finding(owner="researcher", transient=False, next_action=CRASH_ACTION)
+OOM = Finding(owner="researcher", transient=False, next_action=OOM_ACTION)
+CONFIG = Finding(owner="researcher", transient=False, next_action=CONFIG_ACTION)
+JOB_FAILED = Finding(
+    owner="researcher",
+    transient=False,
+    next_action="The Job failed: read the failed pod's log (tau logs <run>), fix, and resubmit.",
+)
+
+
+def _failure(term: dict) -> Finding:
+    return OOM if term.get("reason") == "OOMKilled" else CRASH
+
+
+def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
+    if pod_phase(pod) == "Succeeded":
+        return PodVerdict(PhaseState.DONE, HEALTHY)
+    if not is_scheduled(pod):
+        return PodVerdict(PhaseState.PENDING, HEALTHY, "pod not scheduled yet")
+    status = pod.get("status") or {}
+    if pod_phase(pod) == "Failed" and status.get("reason"):
+        text = f"{status.get('reason')}: {status.get('message') or ''}".strip(": ")
+        return PodVerdict(PhaseState.WARNING, CRASH, f"pod Failed ({clip(text, 160)})",
+                          f"{meta(pod).get('name')}: phase Failed: {clip(text)}")
+    initialized = condition(pod, "Initialized")
+    init_pending = initialized is not None and initialized.get("status") == "False"
+    verdicts: list[PodVerdict] = []
+    for c in containers(pod, init=False):
+        if c.waiting_reason == "CrashLoopBackOff":
+            last = c.last_terminated or {}
+            detail = describe_exit(last) if last else clip(c.waiting_message, 160)
+            return PodVerdict(PhaseState.WARNING, _failure(last),
+                              f"{c.name} CrashLoopBackOff, last {detail} ({c.restarts} restarts)",
+                              f"{where(pod, c)}: CrashLoopBackOff; last {clip(detail)}")
+        if c.waiting_reason in CONFIG_ERRORS:
+            return PodVerdict(PhaseState.WARNING, CONFIG, f"{c.name} {c.waiting_reason}",
+                              f"{where(pod, c)}: {c.waiting_reason}: {clip(c.waiting_message)}")
+        if exit_failed(c.terminated):
+            detail = describe_exit(c.terminated or {})
+            return PodVerdict(PhaseState.WARNING, _failure(c.terminated or {}),
+                              f"{c.name} {detail}", f"{where(pod, c)}: terminated {clip(detail)}")
+        if c.running and exit_failed(c.last_terminated) and c.restarts:
+            detail = describe_exit(c.last_terminated or {})
+            return PodVerdict(PhaseState.WARNING, _failure(c.last_terminated or {}),
+                              f"{c.name} restarted {c.restarts}x, last {detail}",
+                              f"{where(pod, c)}: restarted {c.restarts} times; last {clip(detail)}")
+        if c.running or c.terminated:
+            continue
+        if c.waiting_reason == "ContainerCreating" or not c.waiting_reason:
+            mounts = ctx.pod_events(pod, MOUNT_EVENTS)
+            if mounts and not init_pending:
+                ev = mounts[-1]
+                return PodVerdict(PhaseState.WARNING, VOLUME_MOUNT,
+                                  f"{ev.reason}: {clip(ev.message, 160)}",
+                                  f"{meta(pod).get('name')}: {ev.reason}: {clip(ev.message)}")
+        if init_pending or c.waiting_reason == "PodInitializing":
+            verdicts.append(PodVerdict(PhaseState.PENDING, HEALTHY, "waiting for init containers"))
+        elif c.waiting_reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
+            verdicts.append(PodVerdict(PhaseState.PENDING, HEALTHY, f"{c.name} waiting for its image"))
+        else:
+            verdicts.append(PodVerdict(PhaseState.ACTIVE, HEALTHY,
+                                       f"{c.name} {c.waiting_reason or 'starting'}"))
+    if verdicts:
+        return next((v for v in verdicts if v.state is PhaseState.ACTIVE), verdicts[0])
+    return PodVerdict(PhaseState.DONE, HEALTHY)
+
+
+def _job_failed(ctx: RunContext) -> PhaseResult | None:
+    if ctx.objs.kind != "Job" or ctx.terminal() != "failed":
+        return None
+    cond = condition(ctx.objs.run or {}, "Failed") or condition(ctx.objs.run or {}, "FailureTarget")
+    text = f"{(cond or {}).get('reason') or 'Failed'}: {(cond or {}).get('message') or ''}".strip(": ")
+    return result(NAME, LAYER, PhaseState.WARNING, f"Job failed: {clip(text, 200)}", JOB_FAILED,
+                  [f"Job condition Failed: {clip(text)}"])
+
+
+def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
+    verdicts = [judge_pod(ctx, p) for p in pods]
+    started = sum(v.state is PhaseState.DONE for v in verdicts)
+    phase = aggregate(NAME, LAYER, verdicts, total=len(pods),
+                      done_summary=f"{started}/{len(pods)} pods' containers started "
+                      "(does not prove progress)", healthy=HEALTHY)
+    if phase.state is not PhaseState.WARNING:
+        return _job_failed(ctx) or phase
+    return phase
+
+
+def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
+    if not ctx.objs.pods:
+        failed = _job_failed(ctx)
+        if failed:
+            return failed
+        return waiting_for_earlier(NAME, LAYER, earlier, HEALTHY, "no pods yet") or result(
+            NAME, LAYER, PhaseState.PENDING, "no pods yet", HEALTHY)
+    return evaluate_pods(ctx, ctx.objs.pods)

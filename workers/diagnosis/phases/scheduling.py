@@ -1,0 +1,107 @@
+"""Pod scheduling (layer 5): has every pod been assigned to a node?
+
+A pod held by Kueue's admission gate is queued, not failing. When the
+scheduler's only obstacle is DRA claim allocation the phase waits 30 s before
+calling it a failure, and the next action comes from DRA.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..models import Finding, PhaseResult, PhaseState
+from ..patterns import CLAIM_REASONS, DRA_UNALLOCATED, SCHEDULING, SCHEDULING_UNKNOWN, first_match
+from ..podfacts import condition, is_scheduled, is_terminal, kueue_gated, pod_created, pod_name
+from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
+
+NAME = "Pod scheduling"
+LAYER = 5
+DRA_GRACE_SECONDS = 30
+
+NO_PODS = Finding(
+    owner="node-pool-owner",
+    transient=False,
+    next_action="Admitted, but no pods exist yet: the job controller (or KubeRay) should create "
+    "them within seconds; if not, the platform checks the controller.",
+)
+HEALTHY = Finding(owner="node-pool-owner", transient=False, next_action="All pods are scheduled.")
+GATED = Finding(
+    owner="queue-owner",
+    transient=True,
+    next_action="Pods are held by Kueue's admission gate until the Workload is admitted.",
+)
+WAITING = Finding(
+    owner="node-pool-owner",
+    transient=False,
+    next_action="The scheduler has not placed the pod yet; no failure reported so far.",
+)
+
+_REASONS_RE = re.compile(r"nodes are available:(?P<body>.*?)(?:\.\s*preemption:|\s+still not|$)",
+                         re.I | re.S)
+
+
+def node_reasons(message: str) -> list[str]:
+    """Split `0/N nodes are available: 1 A, 2 B. preemption: …` into `["A", "B"]`."""
+    m = _REASONS_RE.search(message)
+    body = m.group("body") if m else message
+    parts = [p.strip().rstrip(".") for p in re.split(r",\s+(?=\d+\s)", body.strip())]
+    return [re.sub(r"^\d+\s+", "", p) for p in parts if p]
+
+
+def only_claims(message: str) -> bool:
+    reasons = node_reasons(message)
+    return bool(reasons) and all(CLAIM_REASONS.search(r) for r in reasons)
+
+
+def _unschedulable_message(ctx: RunContext, pod: dict) -> str | None:
+    cond = condition(pod, "PodScheduled")
+    if cond and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+        return cond.get("message") or "Unschedulable"
+    events = ctx.pod_events(pod, ["FailedScheduling"])
+    if events and not is_scheduled(pod):
+        return events[-1].message
+    return None
+
+
+def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
+    name = pod_name(pod)
+    if is_scheduled(pod) or is_terminal(pod):
+        return PodVerdict(PhaseState.DONE, HEALTHY)
+    if kueue_gated(pod):
+        return PodVerdict(PhaseState.PENDING, GATED, "gated by Kueue admission",
+                          f"{name}: SchedulingGated (kueue.x-k8s.io/admission)")
+    message = _unschedulable_message(ctx, pod)
+    if message is None:
+        cond = condition(pod, "PodScheduled")
+        if cond and cond.get("reason") == "SchedulingGated":
+            return PodVerdict(PhaseState.PENDING, WAITING, "scheduling gated",
+                              f"{name}: SchedulingGated: {clip(cond.get('message') or '')}")
+        return PodVerdict(PhaseState.ACTIVE, WAITING, "waiting for the scheduler")
+    evidence = f"{name}: Unschedulable: {clip(message, 400)}"
+    if only_claims(message):
+        created = pod_created(pod)
+        age = (ctx.now - created).total_seconds() if created else DRA_GRACE_SECONDS + 1
+        if age <= DRA_GRACE_SECONDS:
+            return PodVerdict(PhaseState.ACTIVE, DRA_UNALLOCATED,
+                              "waiting for DRA claim allocation", evidence)
+        return PodVerdict(PhaseState.WARNING, DRA_UNALLOCATED,
+                          f"cannot allocate all claims for {int(age)}s", evidence)
+    pattern = first_match(SCHEDULING, message)
+    finding = pattern.finding if pattern else SCHEDULING_UNKNOWN
+    label = pattern.label if pattern else "unschedulable"
+    return PodVerdict(PhaseState.WARNING, finding, f"Unschedulable ({label}): {clip(message, 200)}",
+                      evidence)
+
+
+def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
+    verdicts = [judge_pod(ctx, p) for p in pods]
+    done = sum(v.state is PhaseState.DONE for v in verdicts)
+    return aggregate(NAME, LAYER, verdicts, total=len(pods),
+                     done_summary=f"{done}/{len(pods)} pods scheduled", healthy=HEALTHY)
+
+
+def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
+    if not ctx.objs.pods:
+        waiting = waiting_for_earlier(NAME, LAYER, earlier, NO_PODS, "no pods yet")
+        return waiting or result(NAME, LAYER, PhaseState.PENDING, "admitted, no pods yet", NO_PODS)
+    return evaluate_pods(ctx, ctx.objs.pods)

@@ -1,0 +1,104 @@
+"""Reading a run snapshot: whatever `kubectl get -o json|yaml` printed.
+
+A snapshot is a kubectl `List`, a single object, a typed list (`PodList`), or
+several `kubectl get -o json` outputs pasted one after another; YAML works
+too, including multi-document streams. The result is always a flat list of
+plain object dicts — never typed client models, which reject partial objects.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class SnapshotError(ValueError):
+    """The dump cannot be read as Kubernetes objects; the message is one line for the user."""
+
+
+def _flatten(doc: Any, out: list[dict], where: str) -> None:
+    if doc is None:
+        return
+    if isinstance(doc, list):
+        for item in doc:
+            _flatten(item, out, where)
+        return
+    if not isinstance(doc, dict):
+        raise SnapshotError(f"{where}: expected Kubernetes objects, found {type(doc).__name__}")
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            _flatten(item, out, where)
+        return
+    if not isinstance(kind, str) or not isinstance(doc.get("metadata"), dict):
+        raise SnapshotError(f"{where}: an object without kind and metadata is not a Kubernetes object")
+    out.append(doc)
+
+
+def _json_documents(text: str) -> list[Any]:
+    """Decode one or more concatenated JSON values (several `kubectl get -o json` outputs)."""
+    decoder = json.JSONDecoder()
+    docs: list[Any] = []
+    pos, end = 0, len(text)
+    while True:
+        while pos < end and text[pos].isspace():
+            pos += 1
+        if pos >= end:
+            return docs
+        doc, pos = decoder.raw_decode(text, pos)
+        docs.append(doc)
+
+
+def parse_snapshot(text: str, source: str = "snapshot") -> list[dict]:
+    """Parse dump text into a flat list of objects; raises SnapshotError on bad input."""
+    stripped = text.lstrip()
+    if not stripped:
+        raise SnapshotError(f"{source} is empty")
+    docs: list[Any]
+    if stripped[0] in "{[":
+        try:
+            docs = _json_documents(text)
+        except json.JSONDecodeError as exc:
+            raise SnapshotError(
+                f"{source} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            ) from None
+    else:
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            problem = getattr(exc, "problem", None) or "cannot be parsed"
+            raise SnapshotError(f"{source} is not valid YAML{at}: {problem}") from None
+    objects: list[dict] = []
+    _flatten(docs, objects, source)
+    return objects
+
+
+def load_snapshot_file(path: str | Path) -> list[dict]:
+    """Read and parse a dump file; unreadable files become a SnapshotError, not a traceback."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SnapshotError(f"cannot read {p}: no such file") from None
+    except IsADirectoryError:
+        raise SnapshotError(f"cannot read {p}: it is a directory") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"cannot read {p}: {exc}") from None
+    return parse_snapshot(text, source=str(p))
+
+
+def flatten(doc: list | dict, source: str = "snapshot") -> list[dict]:
+    """Objects of an already-decoded dump (a List, one object, or a list of either)."""
+    out: list[dict] = []
+    _flatten(doc, out, source)
+    return out
+
+
+def as_kube_list(objects: list[dict]) -> dict:
+    """Wrap objects the way `kubectl get -o json` does, so a saved snapshot is a valid dump."""
+    return {"apiVersion": "v1", "kind": "List", "items": objects, "metadata": {"resourceVersion": ""}}

@@ -1,0 +1,36 @@
+"""Kubernetes timestamps (RFC 3339, `Z` or offset, optional fractions) to aware datetimes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def parse_time(value: object) -> datetime | None:
+    """Parse a Kubernetes timestamp; anything unparseable is None rather than an exception."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def age_seconds(since: datetime | None, now: datetime) -> float | None:
+    return None if since is None else (now - since).total_seconds()
+
+
+def human_duration(seconds: float) -> str:
+    """`45s`, `12m`, `3h20m`, `2d4h` — short enough for a phase line."""
+    s = int(max(seconds, 0))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m" if m else f"{h}h"
+    d, h = divmod(h, 24)
+    return f"{d}d{h}h" if h else f"{d}d"
