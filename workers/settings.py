@@ -1,0 +1,242 @@
+"""taubot's settings, read from the environment (SPEC §9).
+
+Every variable `TAUBOT_X` may instead be given as `TAUBOT_X_FILE`, naming a
+file whose (stripped) content is the value. That is how Kubernetes and Docker
+hand out secrets without putting them in the process environment, where they
+leak into `ps e`, crash dumps and child processes. The indirection is a
+pydantic-settings source of its own (`FileIndirectionSource`), so precedence,
+type coercion and JSON decoding of complex values are the library's, not ours.
+
+Secrets are `SecretStr`: they never appear in `repr()`, logs or tracebacks;
+callers unwrap them with `.get_secret_value()` at the one place they are used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
+
+from workers.diagnosis.models import Owner
+from workers.workspaces import OwnerRoute
+
+ENV_PREFIX = "TAUBOT_"
+FILE_SUFFIX = "_FILE"
+SEVEN_DAYS = 7 * 24 * 3600
+
+
+class SettingsFileError(SettingsError):
+    """A `TAUBOT_*_FILE` variable names a file that cannot be used.
+
+    Raised before any other validation: a deployment whose secret mount is
+    missing must fail at start-up with the variable and path in the message,
+    not later with a confusing "token is None" from the Slack client.
+    """
+
+
+class FileIndirectionSource(EnvSettingsSource):
+    """Reads `<VARIABLE>_FILE` for every settings variable and returns the files' content.
+
+    Only the `_FILE` forms of declared fields are looked at, so a field whose
+    own name ends in `_file` (`TAUBOT_IDENTITY_FILE`) is an ordinary path, and
+    its indirect form is `TAUBOT_IDENTITY_FILE_FILE`. Setting both a variable
+    and its `_FILE` form is refused: silently preferring one would hide a
+    stale secret.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self._file_values: dict[str, str] = self._read_indirect_files()
+
+    def _read_indirect_files(self) -> dict[str, str]:
+        """Resolve every `_FILE` variable up front so all bad ones are reported together."""
+        values: dict[str, str] = {}
+        problems: list[str] = []
+        suffix = FILE_SUFFIX if self.case_sensitive else FILE_SUFFIX.lower()
+        for field_name, field in self.settings_cls.model_fields.items():
+            for _key, env_name, _complex in self._extract_field_info(field, field_name):
+                file_var = env_name + suffix
+                file_path = self.env_vars.get(file_var)
+                if file_path is None:
+                    continue
+                shown_var = file_var.upper()
+                if self.env_vars.get(env_name) is not None:
+                    problems.append(
+                        f"both {env_name.upper()} and {shown_var} are set; set only one"
+                    )
+                    continue
+                path = Path(file_path)
+                try:
+                    values[env_name] = path.read_text(encoding="utf-8").strip()
+                except FileNotFoundError:
+                    problems.append(f"{shown_var} names {path}, which does not exist")
+                except IsADirectoryError:
+                    problems.append(f"{shown_var} names {path}, which is a directory, not a file")
+                except (OSError, UnicodeDecodeError) as exc:
+                    problems.append(f"{shown_var} names {path}, which cannot be read: {exc}")
+        if problems:
+            raise SettingsFileError("; ".join(problems))
+        return values
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Like the environment source, but the value comes from the named file."""
+        value: str | None = None
+        field_key = field_name
+        value_is_complex = False
+        for field_key, env_name, value_is_complex in self._extract_field_info(  # noqa: B007
+            field, field_name
+        ):
+            value = self._file_values.get(env_name)
+            if value is not None:
+                break
+        return value, field_key, value_is_complex
+
+    def __repr__(self) -> str:
+        return f"FileIndirectionSource(variables={sorted(self._file_values)!r})"
+
+
+class Settings(BaseSettings):
+    """Everything taubot reads from its environment; one instance per process.
+
+    Defaults are what a developer running `taubot serve socket` next to a
+    local Redis needs; production values come from the Helm chart.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        case_sensitive=False,
+        extra="ignore",
+        frozen=True,
+    )
+
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = Field(
+        default=None, description="Socket Mode only (xapp-…); HTTP mode does not need it."
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/",
+        description="Web API base URL; tests and egress proxies point it elsewhere.",
+    )
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    workspaces_dir: Path | None = None
+    identity_file: Path | None = None
+
+    queue_name: str = Field(default="taubot", min_length=1)
+    job_timeout_seconds: int = Field(default=120, gt=0)
+    job_retries: int = Field(default=2, ge=0)
+    watch_interval_seconds: int = Field(
+        default=15,
+        ge=5,
+        description="Floor of 5 s: each refresh is a burst of API calls per watched run.",
+    )
+    watch_max_minutes: int = Field(default=30, gt=0)
+    kube_request_timeout_seconds: float = Field(default=10.0, gt=0)
+    audit_log: Path | None = Field(
+        default=None, description="JSON-lines audit trail; None writes it to stdout."
+    )
+    default_owners: dict[Owner, OwnerRoute] = Field(
+        default_factory=dict,
+        description="Escalation routes used when a workspace descriptor names none for an owner.",
+    )
+    escalation_ttl_seconds: int = Field(
+        default=SEVEN_DAYS,
+        gt=0,
+        description="How long 'escalated once per run and layer' is remembered.",
+    )
+    diagnosis_ttl_seconds: int = Field(
+        default=SEVEN_DAYS,
+        gt=0,
+        description=(
+            "How long a posted diagnosis is kept for its buttons; as long as the "
+            "escalation memory, so a card's Escalate button works as long as it is deduplicated."
+        ),
+    )
+    button_signing_key: SecretStr | None = Field(
+        default=None,
+        description="Signs button payloads; falls back to the Slack signing secret.",
+    )
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _api_url_shape(cls, value: str) -> str:
+        """slack_sdk joins method names onto the base URL, so it must end in '/'."""
+        if not value.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s) URL")
+        return value if value.endswith("/") else value + "/"
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url_shape(cls, value: str) -> str:
+        """Fail at start-up, not at the first enqueue, when the URL is not a Redis one."""
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _button_key_fallback(self) -> Settings:
+        """One secret fewer to provision: buttons are signed with the signing secret by default."""
+        if self.button_signing_key is None and self.slack_signing_secret is not None:
+            object.__setattr__(self, "button_signing_key", self.slack_signing_secret)
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Explicit arguments, then the environment, then `_FILE` indirection.
+
+        A variable and its `_FILE` form are never both honoured (the source
+        refuses that), so the order between them only matters for readability.
+        """
+        return (
+            init_settings,
+            env_settings,
+            FileIndirectionSource(settings_cls),
+            dotenv_settings,
+            file_secret_settings,
+        )
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build `Settings`, with keyword overrides (CLI flags) winning over the environment.
+
+    A validation failure is re-raised as a `SettingsError` naming the
+    environment variable to fix, because the operator reading it configured
+    `TAUBOT_WATCH_INTERVAL_SECONDS`, not a Python field.
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            variable = (ENV_PREFIX + field).upper() if field else "settings"
+            detail = ".".join(str(part) for part in error["loc"][1:])
+            where = f"{variable} ({detail})" if detail else variable
+            problems.append(f"{where}: {error['msg']}")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from exc
+
+
+__all__ = [
+    "ENV_PREFIX",
+    "FileIndirectionSource",
+    "Settings",
+    "SettingsError",
+    "SettingsFileError",
+    "load_settings",
+]
