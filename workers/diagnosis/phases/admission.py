@@ -138,6 +138,14 @@ def judge_workload(wl: dict) -> Verdict:
     name = meta(wl).get("name") or "workload"
     if _cond_true(wl, "Finished"):
         return Verdict(PhaseState.DONE, "Finished", ADMITTED, f"{name}: Finished")
+    rejected = [c for c in (wl.get("status") or {}).get("admissionChecks") or []
+                if c.get("state") == "Rejected"]
+    if rejected:
+        c = rejected[0]
+        return Verdict(PhaseState.WARNING, "AdmissionCheckRejected", CHECK_REJECTED,
+                       f"{name}: admission check {c.get('name')} Rejected: "
+                       f"{clip(c.get('message') or '')}",
+                       f"admission check {c.get('name')} rejected")
     evicted = _evicted(wl, name)
     if evicted:
         return evicted
@@ -151,13 +159,6 @@ def judge_workload(wl: dict) -> Verdict:
                        f"{name}: no QuotaReserved condition yet", "not yet attempted by Kueue")
     if qr.get("status") == "True":
         checks = (wl.get("status") or {}).get("admissionChecks") or []
-        rejected = [c for c in checks if c.get("state") == "Rejected"]
-        if rejected:
-            c = rejected[0]
-            return Verdict(PhaseState.WARNING, "AdmissionCheckRejected", CHECK_REJECTED,
-                           f"{name}: admission check {c.get('name')} Rejected: "
-                           f"{clip(c.get('message') or '')}",
-                           f"admission check {c.get('name')} rejected")
         waiting = [c for c in checks if c.get("state") != "Ready"]
         names = ",".join(c.get("name") or "?" for c in waiting) or "admission"
         return Verdict(PhaseState.ACTIVE, "UnsatisfiedAdmissionChecks", CHECK_PENDING,

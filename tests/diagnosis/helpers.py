@@ -1,0 +1,51 @@
+"""Shared pieces of the phase case tables: a clock, a runner and a case type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from tests.fixtures import k8s
+from workers.diagnosis.evaluate import evaluate
+from workers.diagnosis.models import Diagnosis
+
+NOW = k8s.T0 + timedelta(minutes=30)
+
+
+def diagnose(objects: list[dict], run: str, now=NOW) -> Diagnosis:
+    """Evaluate through the kubectl `List` shape, as a user's dump arrives."""
+    return evaluate(k8s.kube_list(*objects), run, now)
+
+
+@dataclass
+class Case:
+    """One row: a scenario, the phase it is about, and what must come out."""
+
+    id: str
+    build: Callable[[], list[dict]]
+    phase: str
+    state: str
+    run: str = "train"
+    summary: str | None = None
+    first: str | None | bool = False  # False: do not check
+    owner: str | None = None
+    transient: bool | None | str = "unchecked"
+    layer: int | None = None
+    now: object = field(default=NOW)
+
+    def check(self) -> Diagnosis:
+        d = diagnose(self.build(), self.run, self.now)
+        p = d.phase(self.phase)
+        assert p.state.value == self.state, (p.state, p.summary, p.evidence)
+        if self.summary is not None:
+            assert self.summary in p.summary, p.summary
+        if self.first is not False:
+            assert d.first_incomplete == self.first, (d.first_incomplete, d.phases)
+        if self.owner is not None:
+            assert d.owner == self.owner, (d.owner, d.first_incomplete, d.next_action)
+        if self.transient != "unchecked":
+            assert d.transient is self.transient, d.transient
+        if self.layer is not None:
+            assert d.layer == self.layer
+        return d

@@ -1,0 +1,204 @@
+"""Make cluster-sourced text safe to post to Slack, and fit it in Block Kit limits.
+
+Pod messages, object names and log lines are written by whoever controls a
+container or a manifest; posted as-is they could ping a whole channel or plant
+a phishing link in a card signed by the bot. Everything that comes from the
+cluster goes through one of these functions before it reaches a template.
+
+Decisions (SPEC §7, docs.slack.dev "Formatting text for app surfaces"):
+
+* ``&``, ``<``, ``>`` become ``&amp;``, ``&lt;``, ``&gt;``. This is Slack's own
+  rule and it disarms every *markup* mention or link at once: ``<!channel>``,
+  ``<!here>``, ``<!everyone>``, ``<@U…>``, ``<#C…>``, ``<!subteam^S…>``,
+  ``<http://…|label>`` can no longer be formed.
+* Bare ``@word`` and ``#word`` get a zero-width space after the sigil. Slack
+  auto-parses bare ``@here``/``@channel``/``@everyone``, ``@handle`` and
+  ``#channel`` when a message is sent with ``link_names`` or a text object has
+  ``verbatim: false`` (the default), so escaping ``<>`` alone is not enough.
+  The ZWSP is invisible, so ``alice@example.com`` still reads the same.
+* Scheme URLs (``…://``) get a zero-width space after the colon, and ``www.``
+  one before its dot: Slack auto-links bare URLs, and a link in a card is a
+  link the bot vouches for. Bare domains (``nvidia.com/gpu`` appears in every
+  scheduler message) are left alone; templates should set ``"verbatim": true``
+  on text objects that carry cluster text, which turns off the remaining
+  auto-parsing too. Both layers are meant to be used together.
+* Styling characters (``*``, ``_``, ``~``, backtick) are *not* altered by
+  ``escape``: Slack has no escape for them, replacing them would corrupt names
+  people copy into kubectl (``my_run``), and restyling cannot notify or link.
+  Where exact rendering matters (names, reasons), use ``code`` — inside a code
+  span Slack applies no styling — which only has to replace backticks.
+* Lengths are counted in UTF-16 code units (what JavaScript's ``length``, and
+  so Slack's limits, count). That is never less than Python's ``len``, so a
+  result within ``limit`` units is also within ``limit`` characters however
+  Slack counts. Cuts never split an escape entity, a surrogate pair, a
+  combining sequence, an emoji ZWJ sequence or a flag; a cut is shown by ``…``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+ELLIPSIS = "…"
+ZWSP = "\u200b"
+BACKTICK_STAND_IN = "\u02cb"  # MODIFIER LETTER GRAVE ACCENT: looks like a backtick, is not one
+
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_WORD = re.compile(r"\w")
+_INLINE_CODE_FENCE = 2
+_BLOCK_FENCE_OPEN = "```\n"
+_BLOCK_FENCE_CLOSE = "\n```"
+
+
+def slack_len(text: str) -> int:
+    """Length as Slack counts it against its limits: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def escape(text: str, limit: int | None = None) -> str:
+    """Escape cluster text for a mrkdwn field so it can't mention, link or break markup.
+
+    With ``limit``, the *escaped* result is cut to fit (entities count at their
+    escaped size, which is what Slack measures) and ends with ``…`` when cut.
+    """
+    pieces = _escaped_clusters(text)
+    if limit is None:
+        return "".join(pieces)
+    return _fit(pieces, limit)
+
+
+def truncate(text: str, limit: int, *, tail: bool = False) -> str:
+    """Cut ``text`` to at most ``limit`` UTF-16 units, marking a cut with ``…``.
+
+    ``tail=True`` keeps the end instead (the last lines of a log are the ones
+    that explain a crash), with the ``…`` in front.
+    """
+    return _fit(_clusters(text), limit, tail=tail)
+
+
+def code(text: str, limit: int) -> str:
+    """An inline code span showing ``text`` exactly, whatever it contains.
+
+    Backticks become a look-alike (Slack has no way to escape one inside a
+    span), line breaks become spaces (a span is one line), the rest is escaped
+    as in ``escape``. ``limit`` covers the whole span including its backticks.
+    Empty text gives an empty string: ```` `` ```` would render literally.
+    """
+    if limit < _INLINE_CODE_FENCE + 1:
+        raise ValueError(f"code() needs limit >= {_INLINE_CODE_FENCE + 1}, got {limit}")
+    flat = re.sub(r"[\r\n\t]+", " ", text).replace("`", BACKTICK_STAND_IN)
+    if not flat:
+        return ""
+    return "`" + _fit(_escaped_clusters(flat), limit - _INLINE_CODE_FENCE) + "`"
+
+
+def code_block(text: str, limit: int, *, tail: bool = False) -> str:
+    """A ``` block showing ``text`` (multi-line) exactly, escaped and cut to ``limit``.
+
+    Backticks are replaced because a run of three would close the block early
+    (and one at the very end would merge with the closing fence).
+    ``tail=True`` keeps the last lines, for logs.
+    """
+    overhead = len(_BLOCK_FENCE_OPEN) + len(_BLOCK_FENCE_CLOSE)
+    if limit < overhead + 1:
+        raise ValueError(f"code_block() needs limit >= {overhead + 1}, got {limit}")
+    body = text.replace("\r\n", "\n").replace("`", BACKTICK_STAND_IN)
+    if not body:
+        return ""
+    fitted = _fit(_escaped_clusters(body), limit - overhead, tail=tail)
+    return _BLOCK_FENCE_OPEN + fitted + _BLOCK_FENCE_CLOSE
+
+
+def plain(text: str, limit: int) -> str:
+    """Text for a ``plain_text`` object: Slack renders it literally (no mentions,
+    links or entities), so only the length needs care. The ``emoji`` flag of the
+    object is the template's business and is left as it is."""
+    return truncate(text, limit)
+
+
+# ------------------------------------------------------------------ internals
+
+
+def _escaped_char(text: str, i: int) -> str:
+    """The escaped form of ``text[i]``, looking ahead where a rule needs context."""
+    ch = text[i]
+    if ch in _ENTITIES:
+        return _ENTITIES[ch]
+    nxt = text[i + 1] if i + 1 < len(text) else ""
+    if ch in "@#" and (not nxt or _WORD.match(nxt)):
+        # At the very end too: a template may put a word right after this text.
+        return ch + ZWSP
+    if ch == ":" and text.startswith("//", i + 1):
+        return ch + ZWSP
+    if ch == "." and i >= 3 and text[i - 3 : i].lower() == "www":
+        if i == 3 or not _WORD.match(text[i - 4]):
+            return ZWSP + ch
+    return ch
+
+
+def _joins_previous(prev: str, ch: str, ri_run: int) -> bool:
+    """Whether ``ch`` continues the user-perceived character that ``prev`` is in.
+
+    An approximation of Unicode grapheme clusters good enough to never cut a
+    visible character in two: combining marks, variation selectors, emoji
+    modifiers and tags, ZWJ sequences, regional-indicator pairs, CRLF.
+    """
+    cp = ord(ch)
+    if unicodedata.category(ch) in ("Mn", "Me", "Mc"):
+        return True
+    if ch == "\u200d" or prev == "\u200d":
+        return True
+    if 0xFE00 <= cp <= 0xFE0F or 0xE0100 <= cp <= 0xE01EF:
+        return True
+    if 0x1F3FB <= cp <= 0x1F3FF or 0xE0020 <= cp <= 0xE007F:
+        return True
+    if _is_regional_indicator(ch) and ri_run % 2 == 1:
+        return True
+    return prev == "\r" and ch == "\n"
+
+
+def _is_regional_indicator(ch: str) -> bool:
+    return 0x1F1E6 <= ord(ch) <= 0x1F1FF
+
+
+def _cluster_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    ri_run = 0
+    for i, ch in enumerate(text):
+        if spans and _joins_previous(text[i - 1], ch, ri_run):
+            spans[-1] = (spans[-1][0], i + 1)
+        else:
+            spans.append((i, i + 1))
+        ri_run = ri_run + 1 if _is_regional_indicator(ch) else 0
+    return spans
+
+
+def _clusters(text: str) -> list[str]:
+    return [text[a:b] for a, b in _cluster_spans(text)]
+
+
+def _escaped_clusters(text: str) -> list[str]:
+    """Escaped output grouped by source cluster: the units a cut may not split."""
+    return ["".join(_escaped_char(text, i) for i in range(a, b)) for a, b in _cluster_spans(text)]
+
+
+def _fit(pieces: list[str], limit: int, *, tail: bool = False) -> str:
+    """Join ``pieces`` whole, cutting with ``…`` if they exceed ``limit`` units."""
+    if limit <= 0:
+        return ""
+    sizes = [slack_len(p) for p in pieces]
+    if sum(sizes) <= limit:
+        return "".join(pieces)
+    budget = limit - slack_len(ELLIPSIS)
+    kept: list[str] = []
+    used = 0
+    order = range(len(pieces) - 1, -1, -1) if tail else range(len(pieces))
+    for i in order:
+        piece, size = pieces[i], sizes[i]
+        if used + size > budget:
+            break
+        kept.append(piece)
+        used += size
+    if tail:
+        return ELLIPSIS + "".join(reversed(kept))
+    return "".join(kept) + ELLIPSIS
