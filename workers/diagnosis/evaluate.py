@@ -64,14 +64,19 @@ def _judge_finished(ctx: RunContext, results: dict[str, PhaseResult]) -> None:
 
     A succeeded Job or RayJob is done in every phase whatever earlier attempts
     left behind; a failed RayJob's verdict is in `RayJob status`, so the
-    phases before it are closed as done (their evidence kept).
+    phases before it are closed as done (their evidence kept); a failed Job
+    keeps its failure evidence and closes only the phases that were waiting.
     """
     verdict = ctx.terminal()
-    closing = verdict == "succeeded" or (verdict == "failed" and ctx.objs.kind == "RayJob")
-    if not closing:
+    if verdict is None:
         return
+    # A failed Job has no verdict phase of its own: its failure evidence (Container
+    # start) stays a warning, and only what can no longer progress is closed.
+    keep_warnings = verdict == "failed" and ctx.objs.kind == "Job"
     for name, phase in results.items():
         if name == rayjob_status.NAME or phase.state.finished:
+            continue
+        if keep_warnings and phase.state is PhaseState.WARNING:
             continue
         note = "run succeeded" if verdict == "succeeded" else "run finished; see RayJob status"
         results[name] = phase.model_copy(update={
