@@ -49,6 +49,7 @@ class ReadError(BaseModel):
     detail: str = ""
     status: int | None = None
     path: str = ""
+    message: str = ""  # the API server's own words (Status.message), for evidence
 
     def describe(self) -> str:
         """Short text for a card: ``permission denied (list pods)``, ``not found``, …"""
@@ -173,12 +174,10 @@ class KubeReader:
         """Map a non-2xx answer to a ReadError (or raise when the request was our bug)."""
         message = _status_message(data)
         resource = _resource_of(path)
-        if status == 403:
-            return ReadError(kind="forbidden", verb=verb, resource=resource, status=status,
-                             path=path, detail=message)
-        if status == 404:
-            return ReadError(kind="not_found", verb=verb, resource=resource, status=status,
-                             path=path, detail=message)
+        if status in (403, 404):
+            return ReadError(kind="forbidden" if status == 403 else "not_found", verb=verb,
+                             resource=resource, status=status, path=path, detail=message,
+                             message=message)
         if program_errors and status in _PROGRAM_ERRORS:
             raise KubeRequestError(status, path, message)
         detail = f"HTTP {status}"
@@ -187,7 +186,7 @@ class KubeReader:
         elif status < 500 and message:
             detail += f": {message}"
         return ReadError(kind="unavailable", verb=verb, resource=resource, status=status,
-                         path=path, detail=detail)
+                         path=path, detail=detail, message=message)
 
     async def _json(self, method: str, path: str, verb: str,
                     query: list[tuple[str, QueryValue]] | None = None,
