@@ -20,7 +20,7 @@ from .diagnosis.render_text import render_text
 from .diagnosis.snapshot import SnapshotError, load_snapshot_file, parse_snapshot
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DEFAULT_EXAMPLE = "rayjob-head-crashloop"
+DEFAULT_EXAMPLE = "l5-rayjob-head-crashloop"
 
 
 class UsageError(Exception):
@@ -56,14 +56,18 @@ def example_names() -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
 
 
-def load_example(name: str) -> tuple[str, list[dict]]:
-    """An example dump and the run it is about (its `taugrid.io/example-run` annotation)."""
+def load_example(name: str) -> tuple[str, str | None, list[dict]]:
+    """An example dump, the run it is about and the time it is meant to be judged at.
+
+    Both come from the List's `taugrid.io/example-run` / `example-now` annotations.
+    """
     if name not in example_names():
         raise UsageError(f"no example {name!r}; examples: {', '.join(example_names())}")
     text = (resources.files("workers") / "examples" / f"{name}.json").read_text(encoding="utf-8")
     doc = json.loads(text)
-    run = ((doc.get("metadata") or {}).get("annotations") or {}).get("taugrid.io/example-run")
-    return run or name, parse_snapshot(text, source=f"example {name}")
+    notes = (doc.get("metadata") or {}).get("annotations") or {}
+    run = notes.get("taugrid.io/example-run") or name
+    return run, notes.get("taugrid.io/example-now"), parse_snapshot(text, source=f"example {name}")
 
 
 def _emit(d: Diagnosis, fmt: str) -> None:
@@ -74,14 +78,15 @@ def _emit(d: Diagnosis, fmt: str) -> None:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    now = parse_now(args.now)
     if args.example is not None:
-        run, objects = load_example(args.example)
+        run, example_now, objects = load_example(args.example)
+        now = parse_now(args.now or example_now)
         if args.run:
             run = valid_run_name(args.run)
         print(f"# example {args.example!r} (a bundled dump); run: {run}", file=sys.stderr)
         _emit(evaluate(objects, run, now, args.namespace), args.format)
         return 0
+    now = parse_now(args.now)
     if not args.run:
         raise UsageError("diagnose needs RUN (or --example [NAME] for a bundled dump)")
     run = valid_run_name(args.run)

@@ -45,6 +45,8 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
+# Plain http only to this machine: a local API emulator or `kubectl proxy`.
+_LOOPBACK_HTTP = re.compile(r"^http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(/|$)")
 _SLACK_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 _SLACK_USERGROUP_ID = re.compile(r"^S[A-Z0-9]{2,}$")
 
@@ -130,7 +132,9 @@ class ClusterRef(_Strict):
             self.certificateAuthority is not None or self.tokenFile is not None
         ):
             raise ValueError("certificateAuthority and tokenFile go with server, not with context")
-        if self.server is not None and not self.server.startswith("https://"):
+        if self.server is not None and not (
+            self.server.startswith("https://") or _LOOPBACK_HTTP.match(self.server)
+        ):
             raise ValueError(f'server "{self.server}" must be an https:// URL')
         return self
 

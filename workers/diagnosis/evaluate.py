@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from .gaps import PHASE_NEEDS, ReadGap
 from .layers import layer_info
 from .linkage import find_run
 from .models import PHASE_NAMES, Diagnosis, Finding, PhaseResult, PhaseState, RunRef
@@ -86,26 +87,59 @@ def _judge_finished(ctx: RunContext, results: dict[str, PhaseResult]) -> None:
         })
 
 
+def _apply_gaps(ctx: RunContext, results: dict[str, PhaseResult], gaps: dict[str, ReadGap]) -> None:
+    """Resources the collector could not read make their phases say so (SPEC §7).
+
+    A 403 reads "permission denied (list pods)", never "not found" or an empty
+    answer; a 5xx or timeout reads "unavailable". Phases that do not apply to
+    the run (RayCluster of a Job) stay skipped.
+    """
+    for name, needs in PHASE_NEEDS.items():
+        phase = results[name]
+        if phase.state is PhaseState.SKIPPED and name != dra.NAME:
+            continue
+        if name == submitted.NAME and ctx.objs.run is not None:
+            continue
+        gap = next((gaps[r] for r in needs if r in gaps), None)
+        if gap is None:
+            continue
+        results[name] = phase.model_copy(update={
+            "state": PhaseState.WARNING,
+            "summary": gap.text,
+            "evidence": [f"{gap.text}: {gap.detail}" if gap.detail else gap.text],
+            "finding": gap.finding(ctx.namespace),
+        })
+
+
 def evaluate(
     snapshot: list[dict] | dict | str,
     run: str,
     now: datetime,
     namespace: str | None = None,
+    gaps: dict[str, ReadGap] | None = None,
 ) -> Diagnosis:
-    """Diagnose `run` from the snapshot's objects as of `now`."""
+    """Diagnose `run` from the snapshot's objects as of `now`.
+
+    `gaps` names the resources a live collection could not read (plural →
+    why), so the answer says "permission denied" where it could not look.
+    """
     objs = find_run(_objects(snapshot), run, namespace)
     ctx = RunContext(objs=objs, now=now)
     results: dict[str, PhaseResult] = {}
     for name, fn in EVALUATION_ORDER:
         results[name] = fn(ctx, dict(results))
     _judge_finished(ctx, results)
+    if gaps:
+        _apply_gaps(ctx, results, gaps)
     phases = [results[name] for name in PHASE_NAMES]
     first = next((p for p in phases if not p.state.finished), None)
     ref = RunRef(name=run, namespace=objs.namespace, kind=objs.kind)  # type: ignore[arg-type]
     if first is None:
         finding, layer, evidence = ALL_DONE, 7, []
     else:
-        finding, layer, evidence = first.finding, first.layer, first.evidence
+        finding, layer, evidence = first.finding, first.layer, list(first.evidence)
+    if gaps and "events" in gaps:
+        evidence.append(f"events: {gaps['events'].text}")
     action = finding.next_action.replace("<run>", run).replace("<namespace>", ctx.namespace)
     return Diagnosis(
         run=ref,

@@ -1,0 +1,1 @@
+"""Benchmarks and generators, run by hand; importable from tests."""

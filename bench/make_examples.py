@@ -1,0 +1,808 @@
+"""Generate the bundled example dumps in ``workers/examples/`` from the fixture builders.
+
+Each example is a self-contained ``kubectl get -o json`` List of one stuck (or healthy) run
+plus unrelated objects that must not be linked to it. ``EXAMPLES`` also records the diagnosis
+each one must produce at ``NOW`` (SPEC §3–§4), so tests can parametrize over it.
+
+Run from the repository root: ``python -m bench.make_examples`` (rewrites the JSON files and
+the README; the output is deterministic).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.fixtures import k8s
+from tests.fixtures.k8s import Obj
+
+NOW = "2026-11-30T10:30:00Z"
+"""Pass as ``--now``: every example is judged 30 minutes after ``k8s.T0``."""
+
+NS = k8s.NS
+OUT_DIR = Path(__file__).resolve().parent.parent / "workers" / "examples"
+GPU_NODES = [f"aks-a100-38141759-vmss00000{i}" for i in range(6)]
+CPU_NODE = "aks-cpu-20931877-vmss000001"
+PRIVATE_IMAGE = "taugridacr.azurecr.io/vision/vit-private:1.4.0"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One bundled dump and the diagnosis it must produce at ``NOW``."""
+
+    file: str
+    run: str
+    kind: str | None
+    what: str
+    first_incomplete: str | None
+    layer: int
+    owner: str
+    transient: bool | None
+    state: str | None
+    """State of the first incomplete phase (None when every phase is done)."""
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+
+def queues() -> list[Obj]:
+    return [k8s.local_queue("team-a", admitted=2, pending=1), k8s.cluster_queue(gpu_used=16)]
+
+
+def healthy_job_run(name: str, pods: int = 2, node_offset: int = 4) -> list[Obj]:
+    """Another researcher's Job, admitted and running: must never be linked to the asked run."""
+    j = k8s.job(name, parallelism=pods, active=pods, ready=pods, at=-3600)
+    wl = k8s.workload(j, at=-3599, pods_ready=True)
+    objs: list[Obj] = [j, wl, k8s.ev_created_workload(j, wl, first=-3599)]
+    for i in range(pods):
+        objs.append(k8s.job_pod(j, i, node=GPU_NODES[(node_offset + i) % len(GPU_NODES)], created=-3590))
+    return objs
+
+
+def background(*exclude: str) -> list[Obj]:
+    """Unrelated objects every dump carries: another run, an unrelated warning, a stray pod."""
+    name = next(n for n in ("clip-eval-2", "resnet-sweep-3") if n not in exclude)
+    objs = healthy_job_run(name)
+    stray = k8s.pod(
+        "nb-scratch-7f9c",
+        node=CPU_NODE,
+        gpus=0,
+        containers=[k8s.running("notebook", "jupyter/base-notebook:2026-11-01")],
+        restart_policy="Always",
+        created=-7200,
+    )
+    objs += [
+        stray,
+        k8s.event_v1(
+            stray,
+            "Unhealthy",
+            "Readiness probe failed: HTTP probe failed with statuscode: 503",
+            count=3,
+            first=600,
+            last=700,
+            field_path="spec.containers{notebook}",
+            host=CPU_NODE,
+        ),
+    ]
+    return objs
+
+
+def _ok(e: Obj | None) -> Obj:
+    assert e is not None
+    return e
+
+
+# --------------------------------------------------------------------------- layer 3
+
+
+def l3_job_not_found() -> list[Obj]:
+    """A Job run that does not exist; a bare pod whose name starts like it is not a run."""
+    decoy = k8s.pod(
+        "llama-ft-7b-debug",
+        node=CPU_NODE,
+        gpus=0,
+        containers=[k8s.running("shell", "busybox:1.37")],
+        restart_policy="Always",
+        created=-600,
+    )
+    return [*background(), *healthy_job_run("resnet-sweep-3", 1, 2), decoy]
+
+
+def l3_rayjob_not_found() -> list[Obj]:
+    """The asked RayJob is absent; ``ray-pretrain-13b-v2`` (a different run) is present."""
+    rj = k8s.rayjob("ray-pretrain-13b-v2", at=-1800)
+    rc = k8s.raycluster(rayjob=rj, state="ready", at=-1795)
+    wl = k8s.workload(rj, at=-1799, pods_ready=True)
+    head = k8s.ray_pod(rc, "head", node=CPU_NODE, created=-1790)
+    workers = [k8s.ray_pod(rc, "worker", index=i, node=GPU_NODES[i], created=-1790) for i in range(2)]
+    sub = k8s.submitter_job(rj, at=-1700, active=1, ready=1)
+    return [*background(), rj, rc, wl, head, *workers, sub, k8s.submitter_pod(sub, created=-1699)]
+
+
+# --------------------------------------------------------------------------- layer 4
+
+
+def l4_job_waiting_for_quota() -> list[Obj]:
+    j = k8s.job("llama-ft-7b", suspend=True, parallelism=4, at=60)
+    wl = k8s.workload(j, state="pending", at=61)
+    return [
+        *background(),
+        *queues(),
+        j,
+        wl,
+        k8s.ev_created_workload(j, wl, first=61),
+        _ok(k8s.ev_workload_pending(wl, first=62, last=1790)),
+    ]
+
+
+def l4_job_localqueue_missing() -> list[Obj]:
+    j = k8s.job("bert-distill", queue="user-queue", suspend=True, at=300)
+    wl = k8s.workload(j, "kueue.x-k8s.io/v1beta1", state="inadmissible", at=301)
+    return [
+        *background(),
+        *queues(),
+        j,
+        wl,
+        k8s.ev_created_workload(j, wl, first=301),
+        _ok(k8s.ev_workload_pending(wl, first=302, last=1780)),
+    ]
+
+
+def l4_rayjob_exceeds_max_quota() -> list[Obj]:
+    rj = k8s.rayjob(
+        "ray-pretrain-13b",
+        suspend=True,
+        deployment_status="Suspended",
+        worker_groups=[("gpu-workers", 3, 8)],
+        at=120,
+    )
+    wl = k8s.workload(rj, state="exceeds_max", at=121)
+    return [
+        *background(),
+        *queues(),
+        rj,
+        wl,
+        k8s.ev_created_workload(rj, wl, first=121),
+        _ok(k8s.ev_workload_pending(wl, first=122, last=1795)),
+    ]
+
+
+def l4_rayjob_preempted() -> list[Obj]:
+    rj = k8s.rayjob("ray-sweep-lr", suspend=True, deployment_status="Suspended", at=-600)
+    wl = k8s.workload(rj, "kueue.x-k8s.io/v1beta1", state="preempted", at=-599)
+    evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
+    return [
+        *background(),
+        *queues(),
+        rj,
+        wl,
+        k8s.ev_created_workload(rj, wl, first=-599),
+        k8s.event_v1(wl, "Preempted", evicted["message"], first=1, source_component="kueue-admission"),
+        k8s.event_v1(
+            rj,
+            "Suspended",
+            "Suspended RayJob ray-sweep-lr",
+            type="Normal",
+            first=3,
+            source_component="rayjob-controller",
+        ),
+        _ok(k8s.ev_workload_pending(wl, first=4, last=1790)),
+    ]
+
+
+def l4_rayjob_admission_check_pending() -> list[Obj]:
+    rj = k8s.rayjob("ray-llava-ft", suspend=True, deployment_status="Suspended", at=900)
+    wl = k8s.workload(rj, state="admission_check_pending", at=901, cluster_queue="dws-cluster-queue")
+    return [*background(), rj, wl, k8s.ev_created_workload(rj, wl, first=901)]
+
+
+# --------------------------------------------------------------------------- layer 5
+
+
+def l5_job_unschedulable_gpu() -> list[Obj]:
+    j = k8s.job("llama-ft-7b", parallelism=4, active=4, at=60)
+    wl = k8s.workload(j, at=61, pods_ready=False)
+    msg = k8s.msg_unschedulable("gpu", nodes=6)
+    objs: list[Obj] = [*background(), j, wl, k8s.ev_created_workload(j, wl, first=61)]
+    for i in range(4):
+        p = k8s.job_pod(
+            j,
+            i,
+            containers=[k8s.waiting("trainer", reason="ContainerCreating")],
+            conditions=k8s.cond_unschedulable(msg, at=70),
+            created=70,
+        )
+        objs += [p, k8s.ev_failed_scheduling(p, msg, count=25, first=70, last=1780)]
+    return objs
+
+
+def l5_job_imagepull_unauthorized() -> list[Obj]:
+    j = k8s.job("vit-pretrain", parallelism=2, active=2, image=PRIVATE_IMAGE, at=200)
+    wl = k8s.workload(j, at=201, pods_ready=False)
+    p0 = k8s.job_pod(
+        j,
+        0,
+        node=GPU_NODES[0],
+        containers=[k8s.image_pull_backoff("trainer", PRIVATE_IMAGE)],
+        created=210,
+    )
+    p1 = k8s.job_pod(
+        j,
+        1,
+        node=GPU_NODES[1],
+        containers=[k8s.err_image_pull("trainer", PRIVATE_IMAGE, "unauthorized")],
+        created=210,
+    )
+    return [
+        *background(),
+        j,
+        wl,
+        k8s.ev_created_workload(j, wl, first=201),
+        *k8s.ev_pull_failed(p0, PRIVATE_IMAGE, "unauthorized", first=215, last=1700),
+        *k8s.ev_pull_failed(p1, PRIVATE_IMAGE, "unauthorized", first=216, last=1790),
+        p0,
+        p1,
+    ]
+
+
+def l5_job_oomkilled() -> list[Obj]:
+    j = k8s.job("llama-ft-7b", restart_policy="OnFailure", active=1, at=60)
+    wl = k8s.workload(j, at=61, pods_ready=False)
+    p = k8s.job_pod(
+        j,
+        0,
+        node=GPU_NODES[2],
+        containers=[k8s.crash_loop("trainer", exit_code=137, reason="OOMKilled", restart_count=6)],
+        created=70,
+    )
+    return [
+        *background(),
+        j,
+        wl,
+        k8s.ev_created_workload(j, wl, first=61),
+        p,
+        k8s.ev_backoff_restart(p, count=18, first=300, last=1700),
+    ]
+
+
+def _ray_admitted(name: str) -> tuple[Obj, Obj]:
+    rj = k8s.rayjob(name, deployment_status="Initializing", at=60)
+    wl = k8s.workload(rj, at=61, pods_ready=False)
+    return rj, wl
+
+
+def l5_rayjob_head_crashloop() -> list[Obj]:
+    rj, wl = _ray_admitted("ray-pretrain-13b")
+    cluster = rj["status"]["rayClusterName"]
+    head_name = k8s.ray_pod_name(cluster, "head")
+    head_ref = f"{head_name}_{NS}({k8s.uid_for('Pod', NS, head_name)})"
+    rc = k8s.raycluster(
+        rayjob=rj,
+        at=65,
+        conditions=[
+            k8s.rc_provisioned(False, at=65),
+            k8s.rc_head_pod_ready(
+                False,
+                reason="CrashLoopBackOff",
+                message=f"back-off 5m0s restarting failed container=ray-head pod={head_ref}",
+                at=400,
+            ),
+        ],
+    )
+    head = k8s.ray_pod(
+        rc,
+        "head",
+        node=CPU_NODE,
+        containers=[
+            k8s.crash_loop(
+                "ray-head",
+                image=k8s.RAY_IMAGE,
+                exit_code=1,
+                restart_count=7,
+                message="ModuleNotFoundError: No module named 'flash_attn'",
+            )
+        ],
+        created=66,
+    )
+    workers = [
+        k8s.ray_pod(
+            rc,
+            "worker",
+            index=i,
+            node=GPU_NODES[i],
+            init_containers=[k8s.running("wait-gcs-ready", k8s.RAY_IMAGE, ready=False)],
+            containers=[k8s.waiting("ray-worker", k8s.RAY_IMAGE, "PodInitializing")],
+            created=66,
+        )
+        for i in range(2)
+    ]
+    return [
+        *background(),
+        rj,
+        wl,
+        rc,
+        head,
+        *workers,
+        k8s.ev_created_workload(rj, wl, first=61),
+        k8s.event_v1_events(
+            head,
+            "BackOff",
+            f"Back-off restarting failed container ray-head in pod {head_ref}",
+            count=25,
+            first=300,
+            last=1750,
+            field_path="spec.containers{ray-head}",
+            host=CPU_NODE,
+        ),
+    ]
+
+
+def l5_rayjob_dra_unallocated() -> list[Obj]:
+    rj, wl = _ray_admitted("ray-dra-llama")
+    rc = k8s.raycluster(
+        rayjob=rj,
+        at=65,
+        conditions=[k8s.rc_provisioned(False, at=65), k8s.rc_head_pod_ready(True, at=120)],
+    )
+    head = k8s.ray_pod(rc, "head", node=CPU_NODE, created=66)
+    msg = k8s.msg_unschedulable("dra", nodes=6)
+    objs: list[Obj] = [*background(), rj, wl, rc, head, k8s.ev_created_workload(rj, wl, first=61)]
+    for i in range(2):
+        name = k8s.ray_pod_name(rc["metadata"]["name"], "worker", "gpu-workers", f"/{i}" if i else "")
+        claim = k8s.resource_claim(pod=name, allocated=False, count=8, at=66)
+        p = k8s.ray_pod(
+            rc,
+            "worker",
+            index=i,
+            containers=[k8s.waiting("ray-worker", k8s.RAY_IMAGE, "ContainerCreating")],
+            resource_claims=[claim],
+            conditions=k8s.cond_unschedulable(msg, at=67),
+            created=66,
+        )
+        objs += [
+            p,
+            claim,
+            k8s.event_v1_events(
+                p,
+                "FailedScheduling",
+                msg,
+                count=40,
+                first=67,
+                last=1790,
+                reporting_controller="default-scheduler",
+                action="Scheduling",
+            ),
+        ]
+    return objs
+
+
+# --------------------------------------------------------------------------- layer 7
+
+
+def l7_job_running_healthy() -> list[Obj]:
+    return [*background("resnet-sweep-3"), *queues(), *healthy_job_run("resnet-sweep-3", 2, 0)]
+
+
+def l7_job_succeeded() -> list[Obj]:
+    """Succeeded after one OOMKilled attempt: the finished run is judged as it finished."""
+    j = k8s.job(
+        "clip-eval-2",
+        conditions=k8s.job_complete(at=1500),
+        succeeded=1,
+        failed=1,
+        at=0,
+        start_at=5,
+        completion_at=1500,
+    )
+    wl = k8s.workload(j, state="finished", at=1)
+    failed = k8s.job_pod(
+        j,
+        0,
+        node=GPU_NODES[3],
+        containers=[k8s.terminated(exit_code=137, reason="OOMKilled", finished_at=400)],
+        conditions=k8s.cond_failed(at=10, finished_at=400),
+        created=10,
+    )
+    ok = k8s.job_pod(
+        j,
+        1,
+        node=GPU_NODES[3],
+        containers=[k8s.terminated(exit_code=0, started_at=420, finished_at=1495)],
+        created=405,
+    )
+    return [
+        *background("clip-eval-2"),
+        j,
+        wl,
+        k8s.ev_created_workload(j, wl, first=1),
+        failed,
+        ok,
+        k8s.event_v1(
+            j,
+            "Completed",
+            "Job completed",
+            type="Normal",
+            first=1500,
+            source_component="job-controller",
+        ),
+    ]
+
+
+def l7_rayjob_running() -> list[Obj]:
+    rj = k8s.rayjob("ray-pretrain-13b", at=60)
+    wl = k8s.workload(rj, at=61, pods_ready=True)
+    rc = k8s.raycluster(rayjob=rj, state="ready", at=65)
+    rj["status"]["rayClusterStatus"] = copy.deepcopy(rc["status"])
+    head = k8s.ray_pod(rc, "head", node=CPU_NODE, created=66)
+    workers = [k8s.ray_pod(rc, "worker", index=i, node=GPU_NODES[i], created=66) for i in range(2)]
+    sub = k8s.submitter_job(rj, at=200, active=1, ready=1)
+    return [
+        *background(),
+        rj,
+        wl,
+        rc,
+        head,
+        *workers,
+        sub,
+        k8s.submitter_pod(sub, node=CPU_NODE, created=201),
+        k8s.ev_created_workload(rj, wl, first=61),
+    ]
+
+
+def l7_rayjob_failed_submission() -> list[Obj]:
+    """The kuberay#2314 shape: jobStatus RUNNING next to jobDeploymentStatus Failed."""
+    msg = (
+        "Job submission has failed. Reason: BackoffLimitExceeded. Message: Job has reached the "
+        "specified backoff limit"
+    )
+    rj = k8s.rayjob(
+        "ray-data-prep",
+        at=0,
+        deployment_status="Failed",
+        job_status="RUNNING",
+        reason="SubmissionFailed",
+        message=msg,
+        failed=1,
+        end_at=1200,
+        ttl_seconds_after_finished=3600,
+    )
+    wl = k8s.workload(rj, state="finished_failed", at=1, finished_message=msg)
+    rc = k8s.raycluster(rayjob=rj, state="ready", at=5)
+    head = k8s.ray_pod(rc, "head", node=CPU_NODE, created=6)
+    workers = [k8s.ray_pod(rc, "worker", index=i, node=GPU_NODES[i], created=6) for i in range(2)]
+    sub = k8s.submitter_job(rj, at=150, failed=3, conditions=k8s.job_failed(at=1190), start_at=151)
+    sub_pods = [
+        k8s.submitter_pod(
+            sub,
+            i,
+            node=CPU_NODE,
+            containers=[
+                k8s.terminated(
+                    "ray-job-submitter",
+                    k8s.RAY_IMAGE,
+                    exit_code=1,
+                    started_at=160 + 350 * i,
+                    finished_at=400 + 350 * i,
+                    message="RuntimeError: Failed to connect to Ray at address: "
+                    "http://ray-data-prep-head-svc:8265",
+                )
+            ],
+            conditions=k8s.cond_failed("ray-job-submitter", at=155 + 350 * i, finished_at=400 + 350 * i),
+            created=155 + 350 * i,
+        )
+        for i in range(3)
+    ]
+    return [
+        *background(),
+        rj,
+        wl,
+        rc,
+        head,
+        *workers,
+        sub,
+        *sub_pods,
+        k8s.ev_created_workload(rj, wl, first=1),
+        k8s.event_v1(
+            sub,
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+            first=1190,
+            source_component="job-controller",
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------- the table
+
+_W, _A, _D = "warning", "active", "pending"
+
+EXAMPLES: list[tuple[Example, Callable[[], list[Obj]]]] = [
+    (
+        Example(
+            "l3-job-not-found.json",
+            "llama-ft-7b",
+            None,
+            "No Job or RayJob named llama-ft-7b; the dump holds other runs and a bare pod "
+            "llama-ft-7b-debug (not a run).",
+            "Submitted",
+            3,
+            "researcher",
+            False,
+            _W,
+        ),
+        l3_job_not_found,
+    ),
+    (
+        Example(
+            "l3-rayjob-not-found.json",
+            "ray-pretrain-13b",
+            None,
+            "No RayJob ray-pretrain-13b; a different RayJob ray-pretrain-13b-v2 is running.",
+            "Submitted",
+            3,
+            "researcher",
+            False,
+            _W,
+        ),
+        l3_rayjob_not_found,
+    ),
+    (
+        Example(
+            "l4-job-waiting-for-quota.json",
+            "llama-ft-7b",
+            "Job",
+            "Suspended Job; Workload QuotaReserved=False reason Pending "
+            "(insufficient unused quota for nvidia.com/gpu).",
+            "Kueue admission",
+            4,
+            "queue-owner",
+            True,
+            _D,
+        ),
+        l4_job_waiting_for_quota,
+    ),
+    (
+        Example(
+            "l4-job-localqueue-missing.json",
+            "bert-distill",
+            "Job",
+            'Queue label user-queue; v1beta1 Workload Inadmissible "LocalQueue user-queue doesn\'t exist".',
+            "Kueue admission",
+            4,
+            "platform",
+            False,
+            _W,
+        ),
+        l4_job_localqueue_missing,
+    ),
+    (
+        Example(
+            "l4-rayjob-exceeds-max-quota.json",
+            "ray-pretrain-13b",
+            "RayJob",
+            "24 GPUs asked of a 16-GPU ClusterQueue: QuotaReserved=False ExceedsMaxQuota.",
+            "Kueue admission",
+            4,
+            "queue-owner",
+            False,
+            _W,
+        ),
+        l4_rayjob_exceeds_max_quota,
+    ),
+    (
+        Example(
+            "l4-rayjob-preempted.json",
+            "ray-sweep-lr",
+            "RayJob",
+            "v1beta1 Workload Evicted=True Preempted / Preempted=True InClusterQueue; RayJob "
+            "suspended, RayCluster deleted.",
+            "Kueue admission",
+            4,
+            "queue-owner",
+            True,
+            _W,
+        ),
+        l4_rayjob_preempted,
+    ),
+    (
+        Example(
+            "l4-rayjob-admission-check-pending.json",
+            "ray-llava-ft",
+            "RayJob",
+            "Quota reserved, admission check dws-prov Pending; Admitted=False UnsatisfiedAdmissionChecks.",
+            "Kueue admission",
+            4,
+            "queue-owner",
+            True,
+            _A,
+        ),
+        l4_rayjob_admission_check_pending,
+    ),
+    (
+        Example(
+            "l5-job-unschedulable-gpu.json",
+            "llama-ft-7b",
+            "Job",
+            "Admitted; 4 pods PodScheduled=False Unschedulable: Insufficient nvidia.com/gpu.",
+            "Pod scheduling",
+            5,
+            "node-pool-owner",
+            False,
+            _W,
+        ),
+        l5_job_unschedulable_gpu,
+    ),
+    (
+        Example(
+            "l5-job-imagepull-unauthorized.json",
+            "vit-pretrain",
+            "Job",
+            "ImagePullBackOff (old kubelet message) and ErrImagePull; events say "
+            '"pull access denied, repository does not exist or may require authorization".',
+            "Image pull",
+            5,
+            "image-owner",
+            False,
+            _W,
+        ),
+        l5_job_imagepull_unauthorized,
+    ),
+    (
+        Example(
+            "l5-job-oomkilled.json",
+            "llama-ft-7b",
+            "Job",
+            "restartPolicy OnFailure; trainer CrashLoopBackOff, lastState OOMKilled exit 137.",
+            "Container start",
+            5,
+            "researcher",
+            False,
+            _W,
+        ),
+        l5_job_oomkilled,
+    ),
+    (
+        Example(
+            "l5-rayjob-head-crashloop.json",
+            "ray-pretrain-13b",
+            "RayJob",
+            "RayCluster HeadPodReady=False CrashLoopBackOff; head exits 1; workers wait in "
+            "init wait-gcs-ready (main container PodInitializing).",
+            "RayCluster",
+            5,
+            "researcher",
+            False,
+            _W,
+        ),
+        l5_rayjob_head_crashloop,
+    ),
+    (
+        Example(
+            "l5-rayjob-dra-unallocated.json",
+            "ray-dra-llama",
+            "RayJob",
+            'Worker pods Unschedulable only for "cannot allocate all claims" for ~29 min; '
+            "their ResourceClaims (v1) have no allocation.",
+            "RayCluster",
+            5,
+            "node-pool-owner",
+            False,
+            _W,
+        ),
+        l5_rayjob_dra_unallocated,
+    ),
+    (
+        Example(
+            "l7-job-running-healthy.json",
+            "resnet-sweep-3",
+            "Job",
+            "Admitted, 2/2 pods Running and Ready: every phase done, check progress (layer 7).",
+            None,
+            7,
+            "researcher",
+            None,
+            None,
+        ),
+        l7_job_running_healthy,
+    ),
+    (
+        Example(
+            "l7-job-succeeded.json",
+            "clip-eval-2",
+            "Job",
+            "Complete after one OOMKilled attempt (a Failed pod remains): judged as finished.",
+            None,
+            7,
+            "researcher",
+            None,
+            None,
+        ),
+        l7_job_succeeded,
+    ),
+    (
+        Example(
+            "l7-rayjob-running.json",
+            "ray-pretrain-13b",
+            "RayJob",
+            "jobDeploymentStatus Running, jobStatus RUNNING, RayCluster ready, submitter running.",
+            "RayJob status",
+            7,
+            "researcher",
+            None,
+            _A,
+        ),
+        l7_rayjob_running,
+    ),
+    (
+        Example(
+            "l7-rayjob-failed-submission.json",
+            "ray-data-prep",
+            "RayJob",
+            "kuberay#2314: jobDeploymentStatus Failed + jobStatus RUNNING, reason SubmissionFailed; "
+            "submitter Job BackoffLimitExceeded.",
+            "RayJob status",
+            7,
+            "researcher",
+            False,
+            _W,
+        ),
+        l7_rayjob_failed_submission,
+    ),
+]
+
+
+def render(objs: list[Obj], run: str, now: str = NOW) -> str:
+    """The dump, annotated with the run it is about so `taubot diagnose --example` needs no map."""
+    doc = k8s.kube_list(*objs)
+    doc["metadata"]["annotations"] = {"taugrid.io/example-run": run, "taugrid.io/example-now": now}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def readme() -> str:
+    lines = [
+        "# Bundled example dumps",
+        "",
+        "Each file is a `kubectl get -o json` List: one run plus unrelated objects (another",
+        "run's Job/Workload/pods, a stray notebook pod and its events) that must not be linked.",
+        "Generated by `python -m bench.make_examples` from `tests/fixtures/k8s.py`; do not edit",
+        "by hand. Timeline: t0 = 2026-11-30T10:00:00Z.",
+        "",
+        f"Diagnose with `--now {NOW}`, e.g.",
+        "`taubot diagnose llama-ft-7b --from-file workers/examples/l4-job-waiting-for-quota.json "
+        f"--now {NOW} --format json`.",
+        "",
+        "| file | run | kind | what is wrong | first incomplete (state) | layer | owner | transient |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for ex, _ in EXAMPLES:
+        first = f"`{ex.first_incomplete}` ({ex.state})" if ex.first_incomplete else "null (all done)"
+        transient = "null" if ex.transient is None else str(ex.transient).lower()
+        lines.append(
+            f"| `{ex.file}` | `{ex.run}` | {ex.kind or 'null (not found)'} | {ex.what} | {first} "
+            f"| {ex.layer} | `{ex.owner}` | {transient} |"
+        )
+    lines += [
+        "",
+        "Expected values follow SPEC §3–§4; `bench.make_examples.EXAMPLES` holds the same table",
+        "for tests.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    out = Path(argv[0]) if argv else OUT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    for ex, build in EXAMPLES:
+        (out / ex.file).write_text(render(build(), ex.run))
+    (out / "README.md").write_text(readme())
+    print(f"wrote {len(EXAMPLES)} examples to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,53 @@
+"""What a live collection could not read, as input to the pure evaluator.
+
+The collector turns 403s, 5xx and timeouts into `ReadGap`s keyed by resource
+plural; `evaluate()` then marks the phases that needed that resource, so a
+forbidden list of pods reads "permission denied (list pods)" instead of the
+"no pods yet" an empty answer would have implied.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from .models import Finding
+
+# Which resources each phase's verdict rests on.
+PHASE_NEEDS: dict[str, tuple[str, ...]] = {
+    "Submitted": ("rayjobs", "jobs"),
+    "Kueue admission": ("workloads",),
+    "RayCluster": ("rayclusters",),
+    "Pod scheduling": ("pods",),
+    "DRA allocation": ("resourceclaims",),
+    "Image pull": ("pods",),
+    "Init containers": ("pods",),
+    "Container start": ("pods",),
+    "Ready": ("pods",),
+    "RayJob status": (),
+}
+
+
+class ReadGap(BaseModel):
+    """One resource that could not be read: `permission denied (list pods)` or `unavailable (…)`."""
+
+    kind: Literal["forbidden", "unavailable"]
+    text: str
+    detail: str = ""
+
+    def finding(self, namespace: str) -> Finding:
+        if self.kind == "forbidden":
+            return Finding(
+                owner="platform",
+                transient=False,
+                next_action=f"Your Kubernetes identity may not read this in {namespace} "
+                f"({self.text}): the platform grants the workspace's RBAC (layer 1); "
+                "taubot never falls back to its own identity.",
+            )
+        return Finding(
+            owner="platform",
+            transient=True,
+            next_action=f"The Kubernetes API did not answer ({self.text}); retry — if it "
+            "persists the platform checks the API server.",
+        )
