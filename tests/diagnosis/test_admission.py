@@ -54,7 +54,8 @@ def inactive_local_queue() -> list[dict]:
 
 
 CASES = [
-    Case("admitted-v1beta2", lambda: job_with("admitted"), PHASE, "done", summary="1/1 admitted queue=team-a"),
+    Case("admitted-v1beta2", lambda: job_with("admitted"), PHASE, "done",
+         summary="1/1 admitted queue=team-a"),
     Case("admitted-v1beta1", lambda: job_with("admitted", "kueue.x-k8s.io/v1beta1"), PHASE, "done"),
     Case("finished", lambda: job_with("finished"), PHASE, "done"),
     Case("legacy-pending-quota", lambda: job_with("pending"), PHASE, "pending",
