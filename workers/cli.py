@@ -104,6 +104,12 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return diagnose_live(args, run, now, _emit)
 
 
+def cmd_workspace(args: argparse.Namespace) -> int:
+    from .live_cli import cmd_workspace as run_workspace
+
+    return run_workspace(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="taubot", description="Diagnose stuck TauGrid training runs.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -125,6 +131,22 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--run-profile", action="store_true", help="add live GPU telemetry")
     d.set_defaults(func=cmd_diagnose)
 
+    w = sub.add_parser("workspace", help="layer 1–2 checks of a workspace")
+    wsub = w.add_subparsers(dest="workspace_command", required=True, parser_class=_Parser)
+    conn = wsub.add_parser("connection", help="layer 1: descriptor, reachability, access")
+    conn.add_argument("--workspace", help="workspace name (default: the only descriptor)")
+    conn.add_argument("--offline", action="store_true", help="check only local descriptor resolution")
+    for name, text in (("status", "layer 2: TauWorkspace readiness and PVC blob-training"),
+                       ("check", "like status, but exit non-zero unless Ready")):
+        p = wsub.add_parser(name, help=text)
+        p.add_argument("name", help="workspace name")
+    for p in (conn, wsub.choices["status"], wsub.choices["check"]):
+        p.add_argument("--workspaces-dir", help="directory of WorkspaceConnection descriptors")
+        p.add_argument("--as", dest="as_user", metavar="USER", help="impersonate USER")
+        p.add_argument("--as-group", dest="as_groups", action="append", default=[], metavar="GROUP")
+        p.add_argument("--format", choices=("text", "json"), default="text")
+    w.set_defaults(func=cmd_workspace)
+
     e = sub.add_parser("examples", help="list the bundled example dumps")
     e.set_defaults(func=lambda args: print("\n".join(example_names())) or 0)
     return parser
@@ -143,4 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Re-enter through the package so `python -m workers.cli` shares one UsageError class
+    # with the modules it imports lazily.
+    from workers.cli import main as package_main
+
+    sys.exit(package_main())

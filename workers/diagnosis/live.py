@@ -1,0 +1,226 @@
+"""Live diagnosis: collect one run's snapshot under the user's identity, then evaluate it.
+
+The request budget is fixed, whatever the run's size: three concurrent rounds
+(run + TauWorkspace; Workloads, RayCluster and pods by label selector; claims
+and the events of at most `EVENT_PODS` pods that explain the first incomplete
+phase). Lists page with `limit`/`continue` at `PAGE_SIZE`, so a run of up to
+that many pods costs the same number of requests as a run of one. Every call
+goes through a client that impersonates the asking user; there is no path that
+uses the bot's own identity.
+
+Layers 1–2 come first: when the descriptor does not resolve, the cluster does
+not answer, or the TauWorkspace is not Ready, that is the answer and the ten
+phases are reported as unreachable, not failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from workers.kube.client import Identity, make_user_client
+from workers.kube.reader import KubeReader, ReadError, resource_path
+from workers.workspaces import Registry, ResolutionFailure
+
+from .checks import LayerReport
+from .evaluate import evaluate
+from .gaps import ReadGap
+from .layers import layer_info
+from .linkage import RunObjects, find_run
+from .models import PHASE_NAMES, Diagnosis, Finding, PhaseResult, PhaseState, RunRef
+from .phases import container_start, dra, image_pull, init_containers, ready, scheduling
+from .phases.common import RunContext
+from .workspace_checks import readiness_report, resolution_report, tauworkspace_path, unreachable_report
+
+PAGE_SIZE = 2000
+EVENT_PODS = 2
+
+# Per pod phase, the judge that says which pods keep it from being done.
+POD_JUDGES = {
+    scheduling.NAME: scheduling.judge_pod,
+    dra.NAME: dra.judge_pod,
+    image_pull.NAME: image_pull.judge_pod,
+    init_containers.NAME: init_containers.judge_pod,
+    container_start.NAME: container_start.judge_pod,
+    ready.NAME: ready.judge_pod,
+}
+
+LAYER_PHASE_NAMES = {1: "Workspace connection", 2: "Workspace readiness"}
+
+
+class LiveResult(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    diagnosis: Diagnosis
+    workspace: str | None
+    namespace: str | None
+    requests: int
+    objects: list[dict]
+    layer_report: LayerReport | None = None
+
+
+def unreachable_diagnosis(run: str, namespace: str | None, report: LayerReport) -> Diagnosis:
+    """Layer 1 or 2 failed: that is the answer; the phase tree was not checked."""
+    label = LAYER_PHASE_NAMES[report.layer]
+    phases = [
+        PhaseResult(name=name, state=PhaseState.PENDING, layer=0,
+                    summary=f"unreachable: layer {report.layer} ({label.lower()}) failed",
+                    finding=_report_finding(report))
+        for name in PHASE_NAMES
+    ]
+    return Diagnosis(
+        run=RunRef(name=run, namespace=namespace, kind=None),
+        phases=phases,
+        first_incomplete=label,
+        layer=report.layer,
+        owner=report.owner or "platform",
+        transient=report.transient,
+        next_action=report.next_action,
+        evidence=[report.summary] + [f"{c.name}: {c.detail}" for c in report.checks if c.state == "failed"],
+        layer_info=layer_info(report.layer, run, namespace),
+        unreachable_from=report.layer + 1,
+    )
+
+
+def _report_finding(report: LayerReport) -> Finding:
+    return Finding(owner=report.owner or "platform", transient=report.transient,
+                   next_action=report.next_action or report.summary)
+
+
+def _gap(error: ReadError) -> ReadGap | None:
+    if error.kind == "not_found":
+        return None
+    return ReadGap(kind=error.kind, text=error.describe(), detail=error.message)
+
+
+def explaining_pods(objs: RunObjects, diagnosis: Diagnosis, now: datetime, limit: int = EVENT_PODS
+                    ) -> list[dict]:
+    """The few pods whose events can explain the first incomplete phase.
+
+    For a pod phase: the pods that keep it from being done (those with its
+    state first). For RayCluster: the same, among the Ray pods, for the first
+    pod phase that is not done. Anything else needs no pod events.
+    """
+    first = diagnosis.first_incomplete
+    ctx = RunContext(objs=objs, now=now)
+    candidates: list[tuple[str, PhaseState, list[dict]]] = []
+    if first in POD_JUDGES:
+        candidates.append((first, diagnosis.phase(first).state, objs.pods))
+    elif first == "RayCluster":
+        ray_pods = [p for p in objs.pods if objs.is_ray_pod(p)]
+        candidates += [(name, PhaseState.WARNING, ray_pods) for name in POD_JUDGES]
+    for name, state, pods in candidates:
+        judged = [(POD_JUDGES[name](ctx, p).state, p) for p in pods]
+        open_ = [(s, p) for s, p in judged if s is not PhaseState.DONE]
+        if not open_:
+            continue
+        open_.sort(key=lambda sp: sp[0] is not state)
+        return [p for _, p in open_[:limit]]
+    return []
+
+
+async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
+                  tauworkspace: str) -> tuple[list[dict], dict[str, ReadGap], dict | ReadError]:
+    """Gather the run's objects in three concurrent rounds; errors become gaps, never silence."""
+    gaps: dict[str, ReadGap] = {}
+    objects: list[dict] = []
+
+    def keep(plural: str, got: dict | list[dict] | ReadError) -> list[dict]:
+        if isinstance(got, ReadError):
+            gap = _gap(got)
+            if gap:
+                gaps.setdefault(plural, gap)
+            return []
+        items = got if isinstance(got, list) else [got]
+        objects.extend(items)
+        return items
+
+    # Round 1: the TauWorkspace (layers 1–2) and the run itself, RayJob and Job alike.
+    tw, rayjob, job = await asyncio.gather(
+        reader.get(tauworkspace),
+        reader.get(resource_path("ray.io", "v1", "rayjobs", namespace, run)),
+        reader.get(resource_path("batch", "v1", "jobs", namespace, run)),
+    )
+    if isinstance(tw, ReadError) or ((tw.get("status") or {}).get("phase") != "Ready"):
+        return [], {}, tw
+    rayjob_items = keep("rayjobs", rayjob)
+    job_items = keep("jobs", job)
+    if not rayjob_items and not job_items:
+        return objects, gaps, tw
+    is_rayjob = bool(rayjob_items)  # a RayJob wins; a Job of its name is its submitter
+    run_obj = (rayjob_items or job_items)[0]
+
+    # Round 2: Workloads, RayCluster and pods, each by a selector — not by pod count.
+    uid = (run_obj.get("metadata") or {}).get("uid") or ""
+    pods_path = resource_path("", "v1", "pods", namespace)
+    calls = {"workloads": reader.list(resource_path("kueue.x-k8s.io", "v1beta2", "workloads", namespace),
+                                      label_selector=f"kueue.x-k8s.io/job-uid={uid}", limit=PAGE_SIZE)}
+    if is_rayjob:
+        rc_name = (run_obj.get("status") or {}).get("rayClusterName")
+        if rc_name:
+            rc_path = resource_path("ray.io", "v1", "rayclusters", namespace, rc_name)
+            calls["rayclusters"] = reader.get(rc_path)
+            calls["pods"] = reader.list(pods_path, label_selector=f"ray.io/cluster={rc_name}",
+                                        limit=PAGE_SIZE)
+        calls["pods:submitter"] = reader.list(pods_path, label_selector=f"batch.kubernetes.io/job-name={run}",
+                                              limit=PAGE_SIZE)
+    else:
+        calls["pods"] = reader.list(pods_path, label_selector=f"batch.kubernetes.io/job-name={run}",
+                                    limit=PAGE_SIZE)
+    results = dict(zip(calls, await asyncio.gather(*calls.values()), strict=True))
+    wl = results.pop("workloads")
+    if isinstance(wl, ReadError) and wl.kind == "not_found":  # a cluster that serves only v1beta1
+        wl = await reader.list(resource_path("kueue.x-k8s.io", "v1beta1", "workloads", namespace),
+                               label_selector=f"kueue.x-k8s.io/job-uid={uid}", limit=PAGE_SIZE)
+    keep("workloads", wl)
+    for key, got in results.items():
+        keep(key.split(":")[0], got)
+
+    # Round 3: claims if any pod uses DRA, and events of the few pods that explain the answer.
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    prelim = evaluate(objects, run, now, namespace, gaps)
+    objs = find_run(objects, run, namespace)
+    explain = explaining_pods(objs, prelim, now)
+    calls3 = {}
+    if any((p.get("spec") or {}).get("resourceClaims") for p in pods):
+        claims_path = resource_path("resource.k8s.io", "v1", "resourceclaims", namespace)
+        calls3["resourceclaims"] = reader.list(claims_path, limit=PAGE_SIZE)
+    events_path = resource_path("", "v1", "events", namespace)
+    for i, pod in enumerate(explain):
+        name = (pod.get("metadata") or {}).get("name")
+        selector = f"involvedObject.kind=Pod,involvedObject.name={name}"
+        calls3[f"events:{i}"] = reader.list(events_path, field_selector=selector, limit=PAGE_SIZE)
+    if calls3:
+        for key, got in zip(calls3, await asyncio.gather(*calls3.values()), strict=True):
+            keep(key.split(":")[0], got)
+    return objects, gaps, tw
+
+
+async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
+                        workspace: str | None = None, channel: str | None = None,
+                        timeout: float = 10.0) -> LiveResult:
+    """Resolve the workspace, collect under `identity`, evaluate; layers 1–2 first."""
+    resolution = registry.resolve(workspace=workspace, channel=channel)
+    if isinstance(resolution, ResolutionFailure):
+        report = resolution_report(resolution, workspace)
+        return LiveResult(diagnosis=unreachable_diagnosis(run, None, report), workspace=workspace,
+                          namespace=None, requests=0, objects=[], layer_report=report)
+    ws = resolution.descriptor
+    ns = ws.spec.namespace
+    api = await make_user_client(ws.cluster_target(), identity)
+    async with api:
+        reader = KubeReader(api, timeout)
+        objects, gaps, tw = await collect(reader, ns, run, now, tauworkspace_path(ws))
+    report: LayerReport | None = None
+    if isinstance(tw, ReadError):
+        report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")
+    elif (tw.get("status") or {}).get("phase") != "Ready":
+        report = readiness_report(ws, tw, None)
+    if report is not None:
+        diagnosis = unreachable_diagnosis(run, ns, report)
+    else:
+        diagnosis = evaluate(objects, run, now, ns, gaps)
+    return LiveResult(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
+                      requests=reader.requests_made, objects=objects, layer_report=report)
