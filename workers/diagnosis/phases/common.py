@@ -7,8 +7,8 @@ into its internals.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -29,6 +29,20 @@ RESEARCHER = Finding(
 class RunContext:
     objs: RunObjects
     now: datetime
+    _verdicts: dict[tuple[str, int], PodVerdict] = field(default_factory=dict, repr=False)
+
+    def judge(self, phase: str, judge_pod: Callable[[RunContext, dict], PodVerdict], pod: dict
+              ) -> PodVerdict:
+        """A pod's verdict in a phase, computed once per evaluation.
+
+        RayCluster re-reads the pod phases for its Ray pods; memoising keeps
+        evaluate() linear in pods with a small constant (bench/bench_evaluate.py).
+        """
+        key = (phase, id(pod))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts[key] = judge_pod(self, pod)
+        return verdict
 
     @property
     def namespace(self) -> str:

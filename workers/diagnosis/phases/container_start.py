@@ -105,7 +105,7 @@ def _job_failed(ctx: RunContext) -> PhaseResult | None:
 
 
 def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
-    verdicts = [judge_pod(ctx, p) for p in pods]
+    verdicts = [ctx.judge(NAME, judge_pod, p) for p in pods]
     started = sum(v.state is PhaseState.DONE for v in verdicts)
     phase = aggregate(NAME, LAYER, verdicts, total=len(pods),
                       done_summary=f"{started}/{len(pods)} pods' containers started "

@@ -79,7 +79,7 @@ def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
     if not users:
         return result(NAME, LAYER, PhaseState.SKIPPED,
                       "no ResourceClaims: GPUs come through the device plugin (expected)", HEALTHY)
-    verdicts = [judge_pod(ctx, p) for p in users]
+    verdicts = [ctx.judge(NAME, judge_pod, p) for p in users]
     allocated = [allocation_text(c) for c in ctx.objs.claims.values() if allocation_text(c)]
     summary = f"{len(users)}/{len(users)} pods' claims allocated"
     if allocated:

@@ -86,7 +86,7 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
 
 
 def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
-    verdicts = [judge_pod(ctx, p) for p in pods]
+    verdicts = [ctx.judge(NAME, judge_pod, p) for p in pods]
     images = sorted({c.image for p in pods for c in all_containers(p) if c.image})
     shown = ", ".join(images[:2]) + (", …" if len(images) > 2 else "")
     return aggregate(NAME, LAYER, verdicts, total=len(pods),

@@ -75,7 +75,7 @@ def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
     users = [p for p in pods if (p.get("spec") or {}).get("initContainers")]
     if not users:
         return result(NAME, LAYER, PhaseState.SKIPPED, "no init containers", HEALTHY)
-    verdicts = [judge_pod(ctx, p) for p in users]
+    verdicts = [ctx.judge(NAME, judge_pod, p) for p in users]
     return aggregate(NAME, LAYER, verdicts, total=len(users),
                      done_summary=f"{len(users)}/{len(users)} pods initialized", healthy=HEALTHY)
 

@@ -49,7 +49,7 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
 
 
 def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
-    verdicts = [judge_pod(ctx, p) for p in pods]
+    verdicts = [ctx.judge(NAME, judge_pod, p) for p in pods]
     ready = sum(v.state is PhaseState.DONE for v in verdicts)
     return aggregate(NAME, LAYER, verdicts, total=len(pods),
                      done_summary=f"{ready}/{len(pods)} pods ready (does not prove progress)",
