@@ -41,7 +41,14 @@ async def measure(pods: int, rtt: float, runs: int) -> tuple[list[float], int, s
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             base_url = server.stdout.readline().strip()
-            write_descriptor(Path(tmp), base_url)
+            # Production descriptors name the cluster's CA; loading that one certificate is
+            # what a real status pays, not the whole system bundle an unset CA would load.
+            ca = Path(tmp) / "ca.pem"
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=bench-ca", "-days", "1",
+                            "-keyout", str(Path(tmp) / "ca.key"), "-out", str(ca)],
+                           check=True, capture_output=True)
+            write_descriptor(Path(tmp), base_url, ca=ca)
             registry = load_descriptors(tmp)
             for _ in range(runs):
                 start = time.perf_counter()

@@ -10,14 +10,14 @@ from tests.fixtures import k8s
 
 
 def write_descriptor(directory: Path, server: str, *, name: str = "vision", namespace: str = k8s.NS,
-                     channels: tuple[str, ...] = ("C012VISION",)) -> Path:
+                     channels: tuple[str, ...] = ("C012VISION",), ca: Path | None = None) -> Path:
     """A WorkspaceConnection (SPEC §8) whose cluster is the emulator's plain-http loopback URL."""
     doc = {
         "apiVersion": "taugrid.io/v1alpha1",
         "kind": "WorkspaceConnection",
         "metadata": {"name": name},
         "spec": {
-            "cluster": {"server": server},
+            "cluster": {"server": server, **({"certificateAuthority": str(ca)} if ca else {})},
             "namespace": namespace,
             "workspace": name,
             "localQueue": "team-a",

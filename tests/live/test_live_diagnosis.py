@@ -66,16 +66,47 @@ async def test_request_count_does_not_grow_with_pods(tmp_path: Path, kind: str) 
     assert counts[1] <= 10, counts
 
 
-async def test_pods_listed_by_selector_and_events_only_for_explaining_pods(tmp_path: Path) -> None:
+async def test_crash_loop_is_proven_by_status_without_events(tmp_path: Path) -> None:
     objs = workspace_objects() + synthetic_snapshot(100, "Job", failing_pod_index=7)["items"]
     result, requests = await run_live(objs, tmp_path, RUN_NAME)
     pod_lists = [r for r in requests if r.path.endswith("/pods")]
     assert pod_lists and all(r.query.get("labelSelector") for r in pod_lists)
-    event_lists = [r for r in requests if r.path.endswith("/events")]
-    assert 1 <= len(event_lists) <= 2
-    assert all("involvedObject.name=" in r.query.get("fieldSelector", "") for r in event_lists)
+    assert not [r for r in requests if r.path.endswith("/events")]
     assert result.diagnosis.first_incomplete == "Container start"
     assert "OOMKilled" in result.diagnosis.phase("Container start").summary
+
+
+async def test_events_fetched_only_for_the_pods_that_explain_readiness(tmp_path: Path) -> None:
+    # 50 pods ready, 3 running but not ready; one of them has failing readiness probes.
+    j = k8s.job("train", active=53)
+    pods = [k8s.job_pod(j, i, node="aks-a100-1") for i in range(50)]
+    unready = [k8s.job_pod(j, 50 + i, node="aks-a100-2",
+                           containers=[k8s.running("trainer", ready=False)]) for i in range(3)]
+    probe = k8s.ev_unhealthy(unready[0], "trainer")
+    noise = [k8s.ev_unhealthy(p, "trainer") for p in pods[:5]]  # about ready pods: never fetched
+    objs = workspace_objects() + [j, k8s.workload(j, state="admitted"), *pods, *unready, probe, *noise]
+    result, requests = await run_live(objs, tmp_path, "train")
+    event_lists = [r for r in requests if r.path.endswith("/events")]
+    assert 1 <= len(event_lists) <= 2
+    selected = {r.query.get("fieldSelector") for r in event_lists}
+    assert all("involvedObject.name=" in s for s in selected)
+    assert f"involvedObject.kind=Pod,involvedObject.name={unready[0]['metadata']['name']}" in selected
+    ready_phase = result.diagnosis.phase("Ready")
+    assert ready_phase.state.value == "warning" and "Readiness probe failed" in ready_phase.summary
+
+
+async def test_dra_run_lists_claims_in_the_same_round(tmp_path: Path) -> None:
+    j = k8s.job("train", active=1)
+    claim = k8s.resource_claim("train-pod-gpu-x", allocated=False, at=10)
+    p = k8s.job_pod(j, resource_claims=[claim],
+                    conditions=k8s.cond_unschedulable(k8s.msg_unschedulable("dra")))
+    j["spec"]["template"]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    objs = workspace_objects() + [j, k8s.workload(j, state="admitted"), p, claim]
+    result, requests = await run_live(objs, tmp_path, "train")
+    assert [r for r in requests if r.path.endswith("/resourceclaims")]
+    assert result.diagnosis.phase("DRA allocation").state.value == "warning"
+    assert result.diagnosis.first_incomplete == "Pod scheduling"
+    assert result.diagnosis.owner == "node-pool-owner"
 
 
 async def test_forbidden_pods_read_permission_denied_never_not_found(tmp_path: Path) -> None:

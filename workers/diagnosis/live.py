@@ -1,12 +1,13 @@
 """Live diagnosis: collect one run's snapshot under the user's identity, then evaluate it.
 
-The request budget is fixed, whatever the run's size: three concurrent rounds
-(run + TauWorkspace; Workloads, RayCluster and pods by label selector; claims
-and the events of at most `EVENT_PODS` pods that explain the first incomplete
-phase). Lists page with `limit`/`continue` at `PAGE_SIZE`, so a run of up to
-that many pods costs the same number of requests as a run of one. Every call
-goes through a client that impersonates the asking user; there is no path that
-uses the bot's own identity.
+The request budget is fixed, whatever the run's size: at most three concurrent
+rounds (run + TauWorkspace; Workloads, RayCluster, pods by label selector and,
+for DRA runs, claims; then — only when the answer depends on them — the events
+of at most `EVENT_PODS` pods that explain the first incomplete phase). Lists
+page with `limit`/`continue` at `PAGE_SIZE`, so a run of up to that many pods
+costs the same number of requests as a run of one. Every call goes through a
+client that impersonates the asking user; there is no path that uses the bot's
+own identity.
 
 Layers 1–2 come first: when the descriptor does not resolve, the cluster does
 not answer, or the TauWorkspace is not Ready, that is the answer and the ten
@@ -16,6 +17,7 @@ phases are reported as unreachable, not failed.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -95,6 +97,38 @@ def _gap(error: ReadError) -> ReadGap | None:
     return ReadGap(kind=error.kind, text=error.describe(), detail=error.message)
 
 
+def uses_dra(run_obj: dict) -> bool:
+    """Whether the run's pod templates (Job template, RayCluster groups) claim DRA devices."""
+    return "resourceClaims" in json.dumps(run_obj.get("spec") or {})
+
+
+# Verdicts that pod status alone already proves; their events would add nothing.
+STATUS_PROVEN = ("Pod scheduling", "Init containers", "Container start")
+
+
+def needs_events(diagnosis: Diagnosis) -> bool:
+    """Events decide only some answers: readiness probes, mounts, DRA prepare, pull errors.
+
+    A crash loop or an unschedulable pod is proven by the pod's status; an
+    unclassified image pull error, a not-ready container or a container stuck
+    creating is explained only by its events.
+    """
+    first = diagnosis.first_incomplete
+    if first is None or first not in (*POD_JUDGES, "RayCluster"):
+        return False
+    phase = diagnosis.phase(first)
+    if phase.state is not PhaseState.WARNING:
+        return True
+    cause = first
+    if first == "RayCluster":  # "<cluster> not ready: <pod phase>: …" or a HeadPodReady reason
+        cause = phase.summary.split(" not ready: ", 1)[-1].split(":", 1)[0]
+        if cause not in POD_JUDGES:
+            return False
+    if cause == image_pull.NAME:
+        return "(unclassified)" in phase.summary
+    return cause not in STATUS_PROVEN
+
+
 def explaining_pods(objs: RunObjects, diagnosis: Diagnosis, now: datetime, limit: int = EVENT_PODS
                     ) -> list[dict]:
     """The few pods whose events can explain the first incomplete phase.
@@ -152,7 +186,8 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
     is_rayjob = bool(rayjob_items)  # a RayJob wins; a Job of its name is its submitter
     run_obj = (rayjob_items or job_items)[0]
 
-    # Round 2: Workloads, RayCluster and pods, each by a selector — not by pod count.
+    # Round 2: Workloads, RayCluster, pods (each by a selector, not by pod count), and the
+    # namespace's ResourceClaims when the run's pod templates use DRA.
     uid = (run_obj.get("metadata") or {}).get("uid") or ""
     pods_path = resource_path("", "v1", "pods", namespace)
     calls = {"workloads": reader.list(resource_path("kueue.x-k8s.io", "v1beta2", "workloads", namespace),
@@ -169,6 +204,9 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
     else:
         calls["pods"] = reader.list(pods_path, label_selector=f"batch.kubernetes.io/job-name={run}",
                                     limit=PAGE_SIZE)
+    if uses_dra(run_obj):
+        claims_path = resource_path("resource.k8s.io", "v1", "resourceclaims", namespace)
+        calls["resourceclaims"] = reader.list(claims_path, limit=PAGE_SIZE)
     results = dict(zip(calls, await asyncio.gather(*calls.values()), strict=True))
     wl = results.pop("workloads")
     if isinstance(wl, ReadError) and wl.kind == "not_found":  # a cluster that serves only v1beta1
@@ -178,16 +216,14 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
     for key, got in results.items():
         keep(key.split(":")[0], got)
 
-    # Round 3: claims if any pod uses DRA, and events of the few pods that explain the answer.
-    pods = [o for o in objects if o.get("kind") == "Pod"]
+    # Round 3, only when the answer depends on them: the events of the few pods that
+    # explain the first incomplete phase.
     prelim = evaluate(objects, run, now, namespace, gaps)
-    objs = find_run(objects, run, namespace)
-    explain = explaining_pods(objs, prelim, now)
-    calls3 = {}
-    if any((p.get("spec") or {}).get("resourceClaims") for p in pods):
-        claims_path = resource_path("resource.k8s.io", "v1", "resourceclaims", namespace)
-        calls3["resourceclaims"] = reader.list(claims_path, limit=PAGE_SIZE)
+    if not needs_events(prelim):
+        return objects, gaps, tw
+    explain = explaining_pods(find_run(objects, run, namespace), prelim, now)
     events_path = resource_path("", "v1", "events", namespace)
+    calls3 = {}
     for i, pod in enumerate(explain):
         name = (pod.get("metadata") or {}).get("name")
         selector = f"involvedObject.kind=Pod,involvedObject.name={name}"
