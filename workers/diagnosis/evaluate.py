@@ -77,8 +77,8 @@ def _judge_finished(ctx: RunContext, results: dict[str, PhaseResult]) -> None:
     for name, phase in results.items():
         if name == rayjob_status.NAME or phase.state.finished:
             continue
-        if keep_warnings and phase.state is PhaseState.WARNING:
-            continue
+        if phase.state is PhaseState.WARNING and (keep_warnings or name == submitted.NAME):
+            continue  # a spec KubeRay rejected (ValidationFailed) stays a layer-3 answer
         note = "run succeeded" if verdict == "succeeded" else "run finished; see RayJob status"
         results[name] = phase.model_copy(update={
             "state": PhaseState.DONE,

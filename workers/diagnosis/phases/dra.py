@@ -88,6 +88,8 @@ def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
 
 
 def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
+    if ctx.objs.run is None:
+        return result(NAME, LAYER, PhaseState.PENDING, "run not found", HEALTHY)
     if not ctx.objs.pods:
         run_spec = (ctx.objs.run or {}).get("spec") or {}
         text = str(run_spec)
