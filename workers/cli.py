@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("examples", help="list the bundled example dumps")
     e.set_defaults(func=lambda args: print("\n".join(example_names())) or 0)
+
+    from .service_cli import add_service_commands  # serve http|socket, worker (imports stay lazy)
+
+    add_service_commands(sub)
     return parser
 
 

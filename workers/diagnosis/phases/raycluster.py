@@ -69,8 +69,9 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
     rc = objs.raycluster
     if rc is None:
         if ctx.terminal():
-            return result(NAME, LAYER, PhaseState.DONE,
-                          "deleted by KubeRay after the job finished", HEALTHY)
+            text = ("deleted by KubeRay after the job finished" if objs.raycluster_name
+                    else "never created: the run ended before it needed one")
+            return result(NAME, LAYER, PhaseState.DONE, text, HEALTHY)
         admission = earlier.get("Kueue admission")
         if admission is not None and not admission.state.finished:
             return result(NAME, LAYER, PhaseState.PENDING,
