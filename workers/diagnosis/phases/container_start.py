@@ -10,36 +10,26 @@ from __future__ import annotations
 
 from ..linkage import meta
 from ..models import Finding, PhaseResult, PhaseState
-from ..patterns import CONFIG_ACTION, CRASH_ACTION, OOM_ACTION, VOLUME_MOUNT
+from ..patterns import VOLUME_MOUNT
 from ..podfacts import (
     condition,
     containers,
-    describe_exit,
-    exit_failed,
     is_scheduled,
     pod_phase,
-    where,
 )
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
+from .container_failures import CRASH, PULL_ERRORS, container_failure
 
 NAME = "Container start"
 LAYER = 5
-CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 MOUNT_EVENTS = ("FailedMount", "FailedAttachVolume")
 
 HEALTHY = Finding(owner="researcher", transient=False, next_action="Containers started.")
-CRASH = Finding(owner="researcher", transient=False, next_action=CRASH_ACTION)
-OOM = Finding(owner="researcher", transient=False, next_action=OOM_ACTION)
-CONFIG = Finding(owner="researcher", transient=False, next_action=CONFIG_ACTION)
 JOB_FAILED = Finding(
     owner="researcher",
     transient=False,
     next_action="The Job failed: read the failed pod's log (tau logs <run>), fix, and resubmit.",
 )
-
-
-def _failure(term: dict) -> Finding:
-    return OOM if term.get("reason") == "OOMKilled" else CRASH
 
 
 def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
@@ -56,24 +46,9 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
     init_pending = initialized is not None and initialized.get("status") == "False"
     verdicts: list[PodVerdict] = []
     for c in containers(pod, init=False):
-        if c.waiting_reason == "CrashLoopBackOff":
-            last = c.last_terminated or {}
-            detail = describe_exit(last) if last else clip(c.waiting_message, 160)
-            return PodVerdict(PhaseState.WARNING, _failure(last),
-                              f"{c.name} CrashLoopBackOff, last {detail} ({c.restarts} restarts)",
-                              f"{where(pod, c)}: CrashLoopBackOff; last {clip(detail)}")
-        if c.waiting_reason in CONFIG_ERRORS:
-            return PodVerdict(PhaseState.WARNING, CONFIG, f"{c.name} {c.waiting_reason}",
-                              f"{where(pod, c)}: {c.waiting_reason}: {clip(c.waiting_message)}")
-        if exit_failed(c.terminated):
-            detail = describe_exit(c.terminated or {})
-            return PodVerdict(PhaseState.WARNING, _failure(c.terminated or {}),
-                              f"{c.name} {detail}", f"{where(pod, c)}: terminated {clip(detail)}")
-        if c.running and exit_failed(c.last_terminated) and c.restarts:
-            detail = describe_exit(c.last_terminated or {})
-            return PodVerdict(PhaseState.WARNING, _failure(c.last_terminated or {}),
-                              f"{c.name} restarted {c.restarts}x, last {detail}",
-                              f"{where(pod, c)}: restarted {c.restarts} times; last {clip(detail)}")
+        failure = container_failure(pod, c, c.name)
+        if failure is not None:
+            return failure
         if c.running or c.terminated:
             continue
         if c.waiting_reason == "ContainerCreating" or not c.waiting_reason:
@@ -85,7 +60,7 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
                                   f"{meta(pod).get('name')}: {ev.reason}: {clip(ev.message)}")
         if init_pending or c.waiting_reason == "PodInitializing":
             verdicts.append(PodVerdict(PhaseState.PENDING, HEALTHY, "waiting for init containers"))
-        elif c.waiting_reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
+        elif c.waiting_reason in PULL_ERRORS:
             verdicts.append(PodVerdict(PhaseState.PENDING, HEALTHY, f"{c.name} waiting for its image"))
         else:
             verdicts.append(PodVerdict(PhaseState.ACTIVE, HEALTHY,

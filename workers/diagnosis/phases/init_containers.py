@@ -7,32 +7,19 @@ non-zero exit or a back-off on an init container; an application problem.
 from __future__ import annotations
 
 from ..models import Finding, PhaseResult, PhaseState
-from ..patterns import CONFIG_ACTION, CRASH_ACTION, OOM_ACTION
 from ..podfacts import (
     condition,
     containers,
-    describe_exit,
-    exit_failed,
     is_scheduled,
     is_terminal,
     pod_phase,
-    where,
 )
-from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
+from .common import PodVerdict, RunContext, aggregate, result, waiting_for_earlier
+from .container_failures import PULL_ERRORS, container_failure
 
 NAME = "Init containers"
 LAYER = 5
-CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
-PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-
 HEALTHY = Finding(owner="researcher", transient=False, next_action="Init containers finished.")
-CRASH = Finding(owner="researcher", transient=False, next_action=CRASH_ACTION)
-OOM = Finding(owner="researcher", transient=False, next_action=OOM_ACTION)
-CONFIG = Finding(owner="researcher", transient=False, next_action=CONFIG_ACTION)
-
-
-def _failure(term: dict) -> Finding:
-    return OOM if term.get("reason") == "OOMKilled" else CRASH
 
 
 def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
@@ -44,19 +31,9 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
         return PodVerdict(PhaseState.PENDING, HEALTHY, "pod not scheduled yet")
     for c in inits:
         label = f"Init:{c.name}"
-        if c.waiting_reason == "CrashLoopBackOff":
-            last = c.last_terminated or {}
-            detail = describe_exit(last) if last else clip(c.waiting_message, 160)
-            return PodVerdict(PhaseState.WARNING, _failure(last),
-                              f"{label} CrashLoopBackOff, {detail} ({c.restarts} restarts)",
-                              f"{where(pod, c)}: Init:CrashLoopBackOff; last {clip(detail)}")
-        if c.waiting_reason in CONFIG_ERRORS:
-            return PodVerdict(PhaseState.WARNING, CONFIG, f"{label} {c.waiting_reason}",
-                              f"{where(pod, c)}: {c.waiting_reason}: {clip(c.waiting_message)}")
-        if exit_failed(c.terminated):
-            detail = describe_exit(c.terminated or {})
-            return PodVerdict(PhaseState.WARNING, _failure(c.terminated or {}),
-                              f"Init:Error {c.name} {detail}", f"{where(pod, c)}: {clip(detail)}")
+        failure = container_failure(pod, c, label)
+        if failure is not None:
+            return failure
         if c.sidecar and c.running:
             continue
         if c.terminated:
