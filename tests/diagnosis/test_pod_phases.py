@@ -165,7 +165,7 @@ INIT_CASES = [
     Case("exit-nonzero",
          lambda: admitted_job(running_pod(init_containers=[k8s.terminated("fetch-data", exit_code=2)],
                                           containers=[k8s.waiting("trainer", IMAGE, "PodInitializing")])),
-         INIT, "warning", summary="Init:Error"),
+         INIT, "warning", summary="Init:fetch-data Error (exit 2)"),
     Case("done", lambda: admitted_job(running_pod(init_containers=[k8s.terminated("fetch-data")])),
          INIT, "done"),
     Case("running",
