@@ -20,6 +20,7 @@ from workers.cli import UsageError
 from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.live import diagnose_live as collect_and_evaluate
 from workers.diagnosis.models import Diagnosis
+from workers.diagnosis.profile import render_profile_text
 from workers.diagnosis.snapshot import as_kube_list
 from workers.diagnosis.workspace_checks import check_connection, workspace_status
 from workers.kube.client import Identity
@@ -56,11 +57,22 @@ def _identity_or_self(identity: Identity | None) -> Identity:
 def diagnose_live(args: argparse.Namespace, run: str, now: datetime,
                   emit: Callable[[Diagnosis, str], None]) -> int:
     identity = _identity_or_self(identity_from(args))
+    want_profile = bool(getattr(args, "run_profile", False))
     result = asyncio.run(collect_and_evaluate(registry_from(args), run=run, identity=identity, now=now,
-                                              workspace=args.workspace))
+                                              workspace=args.workspace, profile=want_profile))
     if args.save_snapshot:
         Path(args.save_snapshot).write_text(json.dumps(as_kube_list(result.objects), indent=2) + "\n")
-    emit(result.diagnosis, args.format)
+    if not want_profile or result.profile is None:
+        emit(result.diagnosis, args.format)
+        return 0
+    # The profile is an addition: the base contract's keys stay exactly as they are.
+    if args.format == "json":
+        doc = {**result.diagnosis.contract(), "profile": result.profile.model_dump(mode="json")}
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        emit(result.diagnosis, args.format)
+        print()
+        print(render_profile_text(result.profile))
     return 0
 
 

@@ -12,6 +12,9 @@ own identity.
 Layers 1–2 come first: when the descriptor does not resolve, the cluster does
 not answer, or the TauWorkspace is not Ready, that is the answer and the ten
 phases are reported as unreachable, not failed.
+
+`--run-profile` adds its own bounded reads after the status (workers/diagnosis/profile.py),
+in the same client session; without it nothing here changes.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .linkage import RunObjects, find_run
 from .models import PHASE_NAMES, Diagnosis, Finding, PhaseResult, PhaseState, RunRef
 from .phases import container_start, dra, image_pull, init_containers, ready, scheduling
 from .phases.common import RunContext
+from .profile import GpuProfile, collect_profile, unavailable_profile
 from .workspace_checks import readiness_report, resolution_report, tauworkspace_path, unreachable_report
 
 PAGE_SIZE = 2000
@@ -61,6 +65,7 @@ class LiveResult(BaseModel):
     requests: int
     objects: list[dict]
     layer_report: LayerReport | None = None
+    profile: GpuProfile | None = None  # only when asked for (`--run-profile`)
 
 
 def unreachable_diagnosis(run: str, namespace: str | None, report: LayerReport) -> Diagnosis:
@@ -236,19 +241,28 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
 
 async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
                         workspace: str | None = None, channel: str | None = None,
-                        timeout: float = 10.0) -> LiveResult:
-    """Resolve the workspace, collect under `identity`, evaluate; layers 1–2 first."""
+                        timeout: float = 10.0, profile: bool = False) -> LiveResult:
+    """Resolve the workspace, collect under `identity`, evaluate; layers 1–2 first.
+
+    With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same
+    client session and under the same identity; without it the request count
+    is exactly the base status's.
+    """
     resolution = registry.resolve(workspace=workspace, channel=channel)
     if isinstance(resolution, ResolutionFailure):
         report = resolution_report(resolution, workspace)
         return LiveResult(diagnosis=unreachable_diagnosis(run, None, report), workspace=workspace,
-                          namespace=None, requests=0, objects=[], layer_report=report)
+                          namespace=None, requests=0, objects=[], layer_report=report,
+                          profile=_layer_profile(report) if profile else None)
     ws = resolution.descriptor
     ns = ws.spec.namespace
     api = await make_user_client(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
         objects, gaps, tw = await collect(reader, ns, run, now, tauworkspace_path(ws))
+        gpu_profile: GpuProfile | None = None
+        if profile and isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready":
+            gpu_profile = await collect_profile(reader, find_run(objects, run, ns))
     report: LayerReport | None = None
     if isinstance(tw, ReadError):
         report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")
@@ -256,7 +270,15 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
         report = readiness_report(ws, tw, None)
     if report is not None:
         diagnosis = unreachable_diagnosis(run, ns, report)
+        if profile:
+            gpu_profile = _layer_profile(report)
     else:
         diagnosis = evaluate(objects, run, now, ns, gaps)
     return LiveResult(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
-                      requests=reader.requests_made, objects=objects, layer_report=report)
+                      requests=reader.requests_made, objects=objects, layer_report=report,
+                      profile=gpu_profile)
+
+
+def _layer_profile(report: LayerReport) -> GpuProfile:
+    """Layers 1–2 failed: no run to profile, and the reason is theirs."""
+    return unavailable_profile(f"layer {report.layer} failed: {report.summary}")
