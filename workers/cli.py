@@ -78,6 +78,8 @@ def _emit(d: Diagnosis, fmt: str) -> None:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
+    if args.run_profile and (args.from_file or args.example is not None or not args.workspace):
+        raise UsageError("--run-profile needs a live cluster (--workspace)")
     if args.example is not None:
         run, example_now, objects = load_example(args.example)
         now = parse_now(args.now or example_now)
@@ -128,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--as-group", dest="as_groups", action="append", default=[], metavar="GROUP",
                    help="impersonate GROUP (repeatable)")
     d.add_argument("--save-snapshot", metavar="FILE", help="write the collected snapshot here")
-    d.add_argument("--run-profile", action="store_true", help="add live GPU telemetry")
+    d.add_argument("--run-profile", action="store_true",
+                   help="add live GPU telemetry from dcgm-exporter (needs --workspace)")
     d.set_defaults(func=cmd_diagnose)
 
     w = sub.add_parser("workspace", help="layer 1–2 checks of a workspace")

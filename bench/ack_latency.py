@@ -1,0 +1,196 @@
+"""Ack latency of `/tau` under a burst, and time from command to first card.
+
+Run by hand from the repository root (needs the local Redis):
+
+    .venv/bin/python -m bench.ack_latency [--commands 50] [--workers 2] [--redis-url URL]
+
+What it measures, over real HTTP and real Redis, with the fake Slack and the
+Kubernetes API emulator standing in for slack.com and a cluster:
+
+1. **Ack latency**: ``--commands`` signed `/tau status` requests sent at once
+   to the app served exactly as `taubot serve http` serves it; the time until
+   each HTTP response (the ack) arrives. Slack's limit is 3 s.
+2. **Command → first card**: one command with ``--workers`` `taubot worker`
+   processes running (real forking rq workers, started as subprocesses):
+   time from sending the command until the phase card is in the thread.
+3. **Burst → all cards**: the same burst with the workers running; time until
+   every card was posted (throughput of the worker side).
+
+Slack's `chat.postMessage` rate limit (≈1/s per channel) is not simulated by
+the fake, so (3) is an upper bound of what the workers do, not of what Slack
+would accept in one channel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+from redis import Redis
+from rq import Queue
+
+from bot.app import build_app
+from bot.serve import EVENTS_PATH, BackgroundServer
+from tests.fakes.kube_api import running_emulator
+from tests.fakes.slack_api import FakeSlack, running_fake_slack
+from tests.fakes.slack_signing import signed_headers, slash_command_body
+from tests.live.conftest import workspace_objects, write_descriptor
+from tests.slack.conftest import example_objects
+from workers.settings import Settings
+
+SECRET = "bench-signing-secret"
+TOKEN = "xoxb-bench"
+CHANNEL = "C012VISION"
+USER = "U012ALICE"
+RUN = "llama-ft-7b"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (no interpolation: p99 of 50 samples is the 50th)."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def send(url: str, text: str, response_id: str, fake: FakeSlack) -> float:
+    """One signed slash command; returns seconds until the ack arrived."""
+    body = slash_command_body(text=text, user_id=USER, channel_id=CHANNEL,
+                              response_url=fake.response_url(response_id))
+    request = urllib.request.Request(url, data=body.encode(), headers=signed_headers(SECRET, body),
+                                     method="POST")
+    started = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"ack status {response.status}")
+    return time.perf_counter() - started
+
+
+def burst(url: str, fake: FakeSlack, count: int) -> list[float]:
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        futures = [pool.submit(send, url, f"status {RUN}", f"b{i}", fake) for i in range(count)]
+        return [f.result() for f in futures]
+
+
+def cards(fake: FakeSlack) -> int:
+    return sum(1 for call in fake.calls_to("chat.postMessage")
+               if call.params.get("thread_ts") and call.response.get("ok"))
+
+
+def wait_cards(fake: FakeSlack, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while cards(fake) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {cards(fake)} of {count} cards after {timeout}s")
+        time.sleep(0.005)
+
+
+def describe(label: str, values: list[float]) -> str:
+    ms = [v * 1000 for v in values]
+    return (f"{label}: n={len(ms)} p50={percentile(ms, 50):.1f} ms p99={percentile(ms, 99):.1f} ms "
+            f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms")
+
+
+def cleanup(conn: Redis, queue: Queue) -> None:
+    """Remove every key this run left: its jobs (queued, finished, failed), their results, the
+    queue's registries, and the operator-access cache entries."""
+    registries = [queue.finished_job_registry, queue.failed_job_registry, queue.scheduled_job_registry]
+    job_ids = set(queue.get_job_ids())
+    for registry in registries:
+        job_ids.update(registry.get_job_ids())
+    for job_id in job_ids:
+        conn.delete(f"rq:job:{job_id}", f"rq:results:{job_id}")
+    queue.delete(delete_jobs=True)
+    for pattern in (f"rq:*:{queue.name}", "taubot:operator-access:*"):
+        for key in conn.scan_iter(pattern):
+            conn.delete(key)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--commands", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    args = parser.parse_args(argv)
+
+    queue_name = f"taubot-bench-{uuid.uuid4().hex[:8]}"
+    conn = Redis.from_url(args.redis_url)
+    queue = Queue(queue_name, connection=conn)
+    workers: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as tmp, running_fake_slack(token=TOKEN) as fake, \
+            running_emulator([*workspace_objects(), *example_objects("l4-job-waiting-for-quota")]) as emu:
+        workspaces = Path(tmp) / "workspaces"
+        workspaces.mkdir()
+        write_descriptor(workspaces, emu.base_url, channels=(CHANNEL,))
+        identity = Path(tmp) / "identity.yaml"
+        identity.write_text(yaml.safe_dump({"users": {USER: {"user": "alice@example.com",
+                                                              "groups": ["team-vision"]}}}))
+        env = {
+            "TAUBOT_SLACK_BOT_TOKEN": TOKEN,
+            "TAUBOT_SLACK_SIGNING_SECRET": SECRET,
+            "TAUBOT_SLACK_API_URL": fake.api_url,
+            "TAUBOT_REDIS_URL": args.redis_url,
+            "TAUBOT_WORKSPACES_DIR": str(workspaces),
+            "TAUBOT_IDENTITY_FILE": str(identity),
+            "TAUBOT_QUEUE_NAME": queue_name,
+        }
+        settings = Settings(**{k.removeprefix("TAUBOT_").lower(): v for k, v in env.items()})
+        app = build_app(settings)
+        try:
+            with BackgroundServer(app) as server:
+                url = server.url + EVENTS_PATH
+                send(url, "help", "warmup", fake)  # first request pays imports and connections
+
+                acks = burst(url, fake, args.commands)
+                print(describe(f"ack latency, {args.commands} concurrent commands, no worker", acks))
+                print(f"  jobs queued: {queue.count}")
+                queue.empty()
+
+                worker_env = {**os.environ, **env}
+                for _ in range(args.workers):
+                    workers.append(subprocess.Popen(
+                        [sys.executable, "-m", "workers.cli", "worker"], env=worker_env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                time.sleep(1.5)  # let the workers register and start listening
+
+                firsts = []
+                for i in range(5):
+                    before = cards(fake)
+                    started = time.perf_counter()
+                    send(url, f"status {RUN}", f"one{i}", fake)
+                    wait_cards(fake, before + 1, 30)
+                    firsts.append(time.perf_counter() - started)
+                print(describe(f"command → card in thread, one at a time, {args.workers} workers", firsts))
+
+                before = cards(fake)
+                started = time.perf_counter()
+                acks = burst(url, fake, args.commands)
+                wait_cards(fake, before + args.commands, 120)
+                total = time.perf_counter() - started
+                print(describe(f"ack latency, {args.commands} concurrent commands, workers busy", acks))
+                print(f"burst → all {args.commands} cards: {total:.2f} s with {args.workers} workers "
+                      f"({args.commands / total:.1f} cards/s)")
+                kube = len(emu.requests)
+                print(f"  Kubernetes API requests seen by the emulator: {kube}")
+        finally:
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.wait(timeout=10)
+            cleanup(conn, queue)
+            conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

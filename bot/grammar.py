@@ -1,0 +1,274 @@
+"""The `/tau` grammar: slash-command text in, a typed command (or a `UsageError`) out.
+
+Why a hand-written parser and not argparse: argparse prints to stderr, exits
+the process and phrases errors for terminals; a Slack user needs one short
+line naming *their* mistake followed by the usage of the command they tried.
+Why pydantic models: the parsed command is the boundary between the Slack
+front end and the RQ job (CONVENTIONS), and it travels through Redis, so it
+must round-trip through JSON unchanged.
+
+Rules, all of them pinned by tests:
+
+* Words are split on whitespace; Slack may send no-break spaces and smart
+  quotes, and none of our arguments can contain spaces anyway.
+* Flags may come anywhere after the verb, as `--flag value` or `--flag=value`;
+  boolean flags take no value. A flag given twice is an error (which one was
+  meant?), as is an unknown flag, a missing value or a stray word.
+* Run and workspace names are DNS-1123 labels, because that is what
+  Kubernetes and the workspace descriptors accept; refusing here gives the
+  user the rule instead of a "not found" from the cluster.
+* `--interval` only makes sense with `--watch`; it is bounded below by the
+  watch floor of the settings (each refresh costs a burst of API calls).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+MIN_INTERVAL_SECONDS = 5
+MAX_INTERVAL_SECONDS = 600
+_MAX_ECHO = 60  # how much of a bad word is quoted back
+
+Dns1123 = Annotated[str, Field(pattern=DNS1123_LABEL.pattern, max_length=63)]
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StatusCommand(_Command):
+    """`/tau status <run> [--watch] [--run-profile] [--workspace W] [--interval N]`."""
+
+    verb: Literal["status"] = "status"
+    run: Dns1123
+    watch: bool = False
+    run_profile: bool = False
+    workspace: Dns1123 | None = None
+    interval: int | None = Field(default=None, ge=MIN_INTERVAL_SECONDS, le=MAX_INTERVAL_SECONDS)
+
+    def display(self) -> str:
+        """The command as the user would retype it, for the parent message and error cards."""
+        parts = ["/tau status", self.run]
+        if self.workspace:
+            parts += ["--workspace", self.workspace]
+        if self.watch:
+            parts.append("--watch")
+        if self.interval is not None:
+            parts += ["--interval", str(self.interval)]
+        if self.run_profile:
+            parts.append("--run-profile")
+        return " ".join(parts)
+
+
+class HelpCommand(_Command):
+    """`/tau help` (also an empty `/tau`)."""
+
+    verb: Literal["help"] = "help"
+
+
+class WorkspaceConnectionCommand(_Command):
+    """`/tau workspace connection [--workspace W]`: layer 1 on its own."""
+
+    verb: Literal["workspace connection"] = "workspace connection"
+    workspace: Dns1123 | None = None
+
+    def display(self) -> str:
+        return "/tau workspace connection" + (f" --workspace {self.workspace}" if self.workspace else "")
+
+
+class WorkspaceStatusCommand(_Command):
+    """`/tau workspace status <name>`: layer 2 on its own."""
+
+    verb: Literal["workspace status"] = "workspace status"
+    workspace: Dns1123
+
+    def display(self) -> str:
+        return f"/tau workspace status {self.workspace}"
+
+
+Command = StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand
+
+USAGE: dict[str, str] = {
+    "status": "/tau status <run> [--workspace W] [--watch [--interval N]] [--run-profile]",
+    "workspace connection": "/tau workspace connection [--workspace W]",
+    "workspace status": "/tau workspace status <workspace>",
+    "help": "/tau help",
+}
+DESCRIPTIONS: dict[str, str] = {
+    "status": "diagnose a run: the first lifecycle phase that is not done, who owns it, what to do",
+    "workspace connection": "check that taubot can reach your workspace's cluster as you (layer 1)",
+    "workspace status": "check that a TauWorkspace is Ready (layer 2)",
+    "help": "this list",
+}
+
+
+class UsageError(ValueError):
+    """Bad `/tau` input. `str()` names the mistake; `usage` is what to type instead."""
+
+    def __init__(self, message: str, verb: str | None = None) -> None:
+        super().__init__(message)
+        self.verb = verb
+
+    @property
+    def usage(self) -> list[str]:
+        """Usage of the command the user tried, or of every command when that is unclear."""
+        if self.verb in USAGE:
+            return [USAGE[self.verb]]
+        family = [usage for verb, usage in USAGE.items() if self.verb and verb.startswith(self.verb + " ")]
+        return family or list(USAGE.values())
+
+
+def _echo(word: str) -> str:
+    """A user's word quoted back in an error, shortened; the reply escapes it for mrkdwn."""
+    return repr(word if len(word) <= _MAX_ECHO else word[: _MAX_ECHO - 1] + "…")
+
+
+def _check_name(value: str, what: str, verb: str) -> str:
+    if not DNS1123_LABEL.match(value):
+        raise UsageError(
+            f"invalid {what} {_echo(value)}: a {what} is a DNS-1123 label (lowercase letters, "
+            "digits and '-', starting and ending with a letter or digit, at most 63 characters)",
+            verb,
+        )
+    return value
+
+
+def _split(text: str) -> list[str]:
+    """Whitespace words; `str.split` also splits on Slack's no-break spaces."""
+    return text.replace("\u201c", '"').replace("\u201d", '"').split()
+
+
+_VALUE_FLAGS = {"status": {"--workspace", "--interval"}, "workspace connection": {"--workspace"},
+                "workspace status": set(), "help": set()}
+_BOOL_FLAGS = {"status": {"--watch", "--run-profile"}, "workspace connection": set(),
+               "workspace status": set(), "help": set()}
+
+
+def _options(words: list[str], verb: str) -> tuple[list[str], dict[str, str | bool]]:
+    """Split words into positionals and flags for ``verb``, refusing anything it does not take."""
+    positionals: list[str] = []
+    flags: dict[str, str | bool] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-") or word == "-":
+            positionals.append(word)
+            continue
+        name, eq, inline = word.partition("=")
+        if name in _BOOL_FLAGS[verb]:
+            if eq:
+                raise UsageError(f"{name} takes no value", verb)
+            value: str | bool = True
+        elif name in _VALUE_FLAGS[verb]:
+            if eq:
+                value = inline
+            elif i < len(words) and not words[i].startswith("--"):
+                value = words[i]
+                i += 1
+            else:
+                raise UsageError(f"{name} needs a value", verb)
+            if not value:
+                raise UsageError(f"{name} needs a value", verb)
+        else:
+            raise UsageError(f"unknown option {_echo(name)} for `/tau {verb}`", verb)
+        if name in flags:
+            raise UsageError(f"{name} given twice", verb)
+        flags[name] = value
+    return positionals, flags
+
+
+def _interval(text: str) -> int:
+    try:
+        seconds = int(text)
+    except ValueError:
+        raise UsageError(f"invalid --interval {_echo(text)}: give whole seconds, e.g. 30", "status") from None
+    if not MIN_INTERVAL_SECONDS <= seconds <= MAX_INTERVAL_SECONDS:
+        raise UsageError(
+            f"invalid --interval {seconds}: between {MIN_INTERVAL_SECONDS} and "
+            f"{MAX_INTERVAL_SECONDS} seconds",
+            "status",
+        )
+    return seconds
+
+
+def _parse_status(words: list[str]) -> StatusCommand:
+    positionals, flags = _options(words, "status")
+    if not positionals:
+        raise UsageError("missing run name", "status")
+    if len(positionals) > 1:
+        raise UsageError(f"unexpected argument {_echo(positionals[1])}", "status")
+    run = _check_name(positionals[0], "run name", "status")
+    workspace = flags.get("--workspace")
+    interval = flags.get("--interval")
+    if interval is not None and not flags.get("--watch"):
+        raise UsageError("--interval only applies with --watch", "status")
+    return StatusCommand(
+        run=run,
+        watch=bool(flags.get("--watch")),
+        run_profile=bool(flags.get("--run-profile")),
+        workspace=_check_name(str(workspace), "workspace name", "status") if workspace else None,
+        interval=_interval(str(interval)) if interval is not None else None,
+    )
+
+
+def _parse_workspace(words: list[str]) -> WorkspaceConnectionCommand | WorkspaceStatusCommand:
+    if not words:
+        raise UsageError("`/tau workspace` needs `connection` or `status <workspace>`", "workspace")
+    sub, rest = words[0], words[1:]
+    if sub == "connection":
+        positionals, flags = _options(rest, "workspace connection")
+        if positionals:
+            raise UsageError(f"unexpected argument {_echo(positionals[0])}", "workspace connection")
+        workspace = flags.get("--workspace")
+        return WorkspaceConnectionCommand(
+            workspace=_check_name(str(workspace), "workspace name", "workspace connection")
+            if workspace
+            else None
+        )
+    if sub == "status":
+        positionals, _ = _options(rest, "workspace status")
+        if not positionals:
+            raise UsageError("missing workspace name", "workspace status")
+        if len(positionals) > 1:
+            raise UsageError(f"unexpected argument {_echo(positionals[1])}", "workspace status")
+        return WorkspaceStatusCommand(
+            workspace=_check_name(positionals[0], "workspace name", "workspace status")
+        )
+    raise UsageError(f"unknown workspace command {_echo(sub)}", "workspace")
+
+
+def parse(text: str) -> Command:
+    """Parse the text after `/tau`; raises `UsageError` for anything it does not understand."""
+    words = _split(text or "")
+    if not words or words[0] in ("help", "--help", "-h"):
+        if len(words) > 1:
+            raise UsageError(f"unexpected argument {_echo(words[1])}", "help")
+        return HelpCommand()
+    verb, rest = words[0].lower(), words[1:]
+    if verb == "status":
+        return _parse_status(rest)
+    if verb == "workspace":
+        return _parse_workspace(rest)
+    raise UsageError(f"unknown command {_echo(words[0])}")
+
+
+def help_lines() -> list[tuple[str, str]]:
+    """(usage, description) of every command that works today — and nothing else."""
+    return [(USAGE[v], DESCRIPTIONS[v]) for v in USAGE]
+
+
+__all__ = [
+    "Command",
+    "HelpCommand",
+    "StatusCommand",
+    "UsageError",
+    "WorkspaceConnectionCommand",
+    "WorkspaceStatusCommand",
+    "help_lines",
+    "parse",
+]

@@ -1,0 +1,213 @@
+"""Card rendering: what the phase card shows, and that cluster text can never break out of it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.fakes.slack_api import block_errors
+from tests.fixtures import k8s
+from workers.diagnosis.checks import Check, LayerReport
+from workers.diagnosis.evaluate import evaluate
+from workers.diagnosis.models import Diagnosis
+from workers.render.cards import (
+    STATE_EMOJI,
+    CardError,
+    build_error_card,
+    build_phase_card,
+    build_workspace_card,
+    render_error_card,
+    render_phase_card,
+    render_workspace_card,
+    validate_blocks,
+)
+from workers.render.mrkdwn import ELLIPSIS
+
+from .conftest import example_objects
+
+NOW = k8s.T0 + timedelta(minutes=30)
+
+
+def diagnose_example(name: str, run: str) -> Diagnosis:
+    return evaluate(example_objects(name, judged_at=NOW), run, NOW)
+
+
+def card_text(blocks: list[dict]) -> str:
+    """Every text in the card, joined: what a reader sees."""
+    out: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "text" and isinstance(value, str):
+                    out.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(blocks)
+    return "\n".join(out)
+
+
+def test_admission_card_shows_tree_focus_owner_and_what_admission_does_not_prove() -> None:
+    d = diagnose_example("l4-job-waiting-for-quota", "llama-ft-7b")
+    card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False))
+    text = card_text(card.blocks)
+    assert block_errors(card.blocks) == []
+    assert "🔎 llama-ft-7b · Job" in text
+    assert "*Workspace*\n`vision`" in text and "*Namespace*\n`team-vision`" in text
+    assert "✅ *Submitted*" in text
+    assert "⏳ *Kueue admission* — 0/1 admitted queue=team-a" in text
+    assert "➖ *RayCluster*" in text and "➖ *RayJob status*" in text
+    assert "*First incomplete: Kueue admission* ⏳ pending · layer 4" in text
+    assert "◀ *first incomplete*" in text
+    assert "insufficient unused quota" in text  # the evidence
+    assert "admitted is not running" in text  # what layer 4 does not prove
+    assert "*Owner*\nqueue-owner" in text
+    assert "*Transient*\nyes" in text
+    assert "`tau run status llama-ft-7b`" in text
+    assert "kubectl" not in text  # no operator hints without the access review
+    assert card.text.startswith("llama-ft-7b: Kueue admission")
+
+
+def test_operator_hints_only_when_allowed() -> None:
+    d = diagnose_example("l4-job-waiting-for-quota", "llama-ft-7b")
+    shown = card_text(render_phase_card(
+        build_phase_card(d, workspace="vision", operator_hints_allowed=True)).blocks)
+    assert "kubectl get workload -n team-vision" in shown
+    assert "kubectl describe clusterqueue &lt;cluster-queue-name&gt;" in shown
+
+
+def test_crashloop_rayjob_card() -> None:
+    d = diagnose_example("l5-rayjob-head-crashloop", "ray-pretrain-13b")
+    card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False,
+                                              watch=True, run_profile=True))
+    text = card_text(card.blocks)
+    assert "🔎 ray-pretrain-13b · RayJob" in text
+    assert "⚠️ *RayCluster*" in text
+    assert "*First incomplete: RayCluster* ⚠️ warning · layer 5" in text
+    assert "CrashLoopBackOff" in text and "No module named 'flash_attn'" in text
+    assert "a Running pod means containers started, not progress" in text
+    assert "*Owner*\nresearcher" in text and "*Transient*\nno" in text
+    assert "`--watch` is not available yet" in text
+    assert "`--run-profile` is not available yet" in text
+
+
+def test_every_phase_state_has_its_emoji() -> None:
+    d = diagnose_example("l5-rayjob-head-crashloop", "ray-pretrain-13b")
+    text = card_text(render_phase_card(
+        build_phase_card(d, workspace=None, operator_hints_allowed=False)).blocks)
+    for phase in d.phases:
+        assert f"{STATE_EMOJI[phase.state]} *{phase.name}*" in text
+
+
+def test_all_done_card() -> None:
+    d = diagnose_example("l7-job-running-healthy", "resnet-sweep-3")
+    text = card_text(render_phase_card(
+        build_phase_card(d, workspace="vision", operator_hints_allowed=False)).blocks)
+    assert "*Every phase is done or skipped* · next is layer 7" in text
+    assert "*Transient*\n—" in text
+    assert "Running container proves progress" in text
+
+
+HOSTILE = ("<!channel> <!here> <@U123> <#C999> <!subteam^S1> <https://evil.example|click> "
+           "@here www.evil.example")
+
+
+def hostile_crashloop() -> list[dict]:
+    """A crash-looping Job whose pod message, container name and event carry markup."""
+    j = k8s.job("r", at=0, active=1)
+    wl = k8s.workload(j, at=1)
+    pod = k8s.job_pod(j, node="aks-a100-0", containers=[
+        k8s.crash_loop("trainer", exit_code=1, restart_count=3, message=HOSTILE * 40)])
+    return [j, wl, pod]
+
+
+def test_cluster_text_cannot_mention_link_or_overflow() -> None:
+    d = evaluate(k8s.kube_list(*hostile_crashloop()), "r", NOW)
+    assert any("<!channel>" in e for e in d.evidence) or "<!channel>" in d.phase("Container start").summary
+    card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=True))
+    validate_blocks(card.blocks)
+    assert block_errors(card.blocks) == []
+    text = card_text(card.blocks) + card.text
+    for markup in ("<!channel>", "<!here>", "<@U123>", "<#C999>", "<!subteam", "<https://"):
+        assert markup not in text
+    assert "&lt;!channel&gt;" in text and "&lt;@\u200bU123&gt;" in text
+    assert "@\u200bhere" in text  # bare @here disarmed too
+    assert ELLIPSIS in text  # 40 copies were cut, visibly
+    for block in card.blocks:
+        for obj in [block.get("text"), *(block.get("fields") or []), *(block.get("elements") or [])]:
+            if isinstance(obj, dict) and obj.get("type") == "mrkdwn":
+                assert obj.get("verbatim") is True
+
+
+def test_long_everything_stays_within_limits() -> None:
+    d = evaluate(k8s.kube_list(*hostile_crashloop()), "r", NOW)
+    huge = "x" * 10_000
+    d = d.model_copy(update={
+        "next_action": huge,
+        "evidence": [huge] * 30,
+        "phases": [p.model_copy(update={"summary": huge}) for p in d.phases],
+    })
+    card = render_phase_card(build_phase_card(d, workspace="w" * 63, operator_hints_allowed=True))
+    assert block_errors(card.blocks) == []
+    assert len(card.blocks) <= 50
+
+
+def test_unreachable_layers_are_not_shown_as_failures() -> None:
+    report = LayerReport(layer=1, workspace="vision", ok=False, summary="API server: unavailable",
+                         checks=[Check(name="API server", state="failed", detail="unavailable")],
+                         owner="platform", transient=True, next_action="retry")
+    from workers.diagnosis.live import unreachable_diagnosis
+
+    d = unreachable_diagnosis("r", "team-vision", report)
+    text = card_text(render_phase_card(
+        build_phase_card(d, workspace="vision", operator_hints_allowed=False)).blocks)
+    assert "*First incomplete: Workspace connection*" in text
+    assert "Layers 2–8 were not checked" in text and "unreachable, not failing" in text
+    assert "⚠️ *Pod scheduling*" not in text
+    assert "*Owner*\nplatform" in text
+
+
+def test_error_card() -> None:
+    card = render_error_card(build_error_card(command="/tau status r", error="boom <!channel>",
+                                              job_id="tau-1", attempts=3))
+    text = card_text(card.blocks)
+    assert "`/tau status r` failed after 3 attempts." in text
+    assert "boom &lt;!channel&gt;" in text and "`tau-1`" in text
+
+
+def test_workspace_card() -> None:
+    report = LayerReport(layer=2, workspace="vision", ok=False, summary="TauWorkspace vision: phase Degraded",
+                         checks=[Check(name="phase", state="failed", detail="Degraded"),
+                                 Check(name="RBACReady", state="ok", detail="True")],
+                         owner="platform", transient=False, next_action="Platform action", phase="Degraded")
+    text = card_text(render_workspace_card(build_workspace_card(
+        report, command="/tau workspace status vision")).blocks)
+    assert "layer 2 ❌ failed" in text
+    assert "❌ *phase* — Degraded" in text and "✅ *RBACReady* — True" in text
+    assert "*Owner:* platform" in text
+
+
+@pytest.mark.parametrize("blocks", [
+    [],
+    [{"type": "nonsense"}],
+    [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}],
+    [{"type": "section", "text": {"type": "mrkdwn", "text": "hi <!channel>"}}],
+    [{"type": "divider"}] * 51,
+    [{"type": "section", "fields": [{"type": "mrkdwn", "text": "x" * 2001}]}],
+])
+def test_validate_blocks_refuses(blocks: list[dict]) -> None:
+    with pytest.raises(CardError):
+        validate_blocks(blocks)
+
+
+def test_diagnosed_at_footer() -> None:
+    d = diagnose_example("l4-job-waiting-for-quota", "llama-ft-7b")
+    at = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)
+    text = card_text(render_phase_card(build_phase_card(
+        d, workspace="vision", operator_hints_allowed=False, diagnosed_at=at, requests=6)).blocks)
+    assert "diagnosed 2026-11-30 10:30:00 UTC · 6 Kubernetes API requests as you" in text

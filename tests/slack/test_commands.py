@@ -1,0 +1,112 @@
+"""`TauCommands` behind the listener: the ack deadline and the operator access review."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from bot.app import STILL_WORKING, TauCommands
+from bot.grammar import Command
+from bot.identity import Unmapped
+from tests.fakes.kube_api import KubeEmulator
+from workers.kube.client import ClusterTarget, Identity
+from workers.operator_access import cache_key, may_see_operator_hints
+
+ALICE = Identity(user="alice@example.com", groups=("team-vision",))
+
+
+class SlowResolver:
+    """An identity source that takes longer than the ack budget (a slow users.info)."""
+
+    def __init__(self, seconds: float, answer: Identity | Unmapped) -> None:
+        self.seconds = seconds
+        self.answer = answer
+
+    def resolve(self, slack_user_id: str) -> Identity | Unmapped:
+        time.sleep(self.seconds)
+        return self.answer
+
+
+class Recorder:
+    """Stands in for Bolt's `respond` (a response_url post) and for the enqueuer."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+        self.done = threading.Event()
+
+    def respond(self, **kwargs: Any) -> None:
+        self.calls.append(kwargs)
+        self.done.set()
+
+    def enqueue(self, command: Command, identity: Identity, payload: dict[str, Any]) -> None:
+        self.calls.append((command, identity))
+        self.done.set()
+
+
+PAYLOAD = {"text": "status r", "user_id": "U012ALICE", "channel_id": "C1", "response_url": "x"}
+
+
+def test_slow_refusal_acks_in_budget_then_tells_the_user() -> None:
+    responses, jobs = Recorder(), Recorder()
+    refusal = Unmapped(slack_user_id="U012ALICE", reason="ask the platform operator")
+    commands = TauCommands(SlowResolver(0.4, refusal), jobs.enqueue, ack_budget=0.1)
+    started = time.monotonic()
+    reply = commands.handle(PAYLOAD, responses.respond)
+    assert time.monotonic() - started < 0.3
+    assert reply == STILL_WORKING
+    assert responses.done.wait(5)
+    assert responses.calls == [{"text": "⛔ ask the platform operator", "response_type": "ephemeral",
+                                "replace_original": False}]
+    assert jobs.calls == []
+
+
+def test_slow_success_acks_in_budget_and_says_nothing_more() -> None:
+    responses, jobs = Recorder(), Recorder()
+    commands = TauCommands(SlowResolver(0.3, ALICE), jobs.enqueue, ack_budget=0.05)
+    assert commands.handle(PAYLOAD, responses.respond) == STILL_WORKING
+    assert jobs.done.wait(5)
+    time.sleep(0.1)
+    assert responses.calls == []
+    assert len(jobs.calls) == 1
+
+
+def test_enqueue_bug_is_an_ephemeral_error_not_an_exception() -> None:
+    def broken(command: Command, identity: Identity, payload: dict[str, Any]) -> None:
+        raise RuntimeError("bug")
+
+    reply = TauCommands(SlowResolver(0, ALICE), broken).handle(PAYLOAD, Recorder().respond)
+    assert "internal error" in reply.text and not reply.queued
+
+
+async def test_operator_hints_need_cluster_wide_workload_access(redis_url: str) -> None:
+    import redis
+
+    cache = redis.Redis.from_url(redis_url)
+    async with KubeEmulator([]) as emu:
+        target = ClusterTarget(server=emu.base_url)
+        emu.forbid("list", "workloads", group="team-vision")
+        assert await may_see_operator_hints(target, ALICE, scope="vision", cache=cache) is False
+        [review] = [r for r in emu.requests if r.path.endswith("selfsubjectaccessreviews")]
+        assert review.header_values("Impersonate-User") == ["alice@example.com"]
+        assert review.header_values("Impersonate-Group") == ["team-vision"]
+        assert cache.get(cache_key("vision", ALICE)) == b"0"
+
+        operator = Identity(user="bob@example.com", groups=("platform-ops",))
+        assert await may_see_operator_hints(target, operator, scope="vision", cache=cache) is True
+        emu.clear_requests()
+        assert await may_see_operator_hints(target, operator, scope="vision", cache=cache) is True
+        assert emu.requests == []  # answered from the Redis cache
+    cache.close()
+
+
+async def test_failed_review_hides_hints_and_is_not_cached(redis_url: str) -> None:
+    import redis
+
+    cache = redis.Redis.from_url(redis_url)
+    async with KubeEmulator([]) as emu:
+        emu.forbid("create", "selfsubjectaccessreviews")
+        target = ClusterTarget(server=emu.base_url)
+        assert await may_see_operator_hints(target, ALICE, scope="vision", cache=cache) is False
+        assert cache.get(cache_key("vision", ALICE)) is None
+    cache.close()

@@ -1,0 +1,199 @@
+"""`/tau status` end to end: signed command → ack → rq job → emulator → parent + threaded card.
+
+Real HTTP to the app, real Redis, a real rq `SimpleWorker`, the Kubernetes API
+emulator, and the fake Slack. Assertions read the card from the blocks the
+fake Slack recorded for `chat.postMessage`, and the impersonation headers
+from the requests the emulator recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rq.registry import FailedJobRegistry, ScheduledJobRegistry
+
+from tests.fakes.kube_api import KubeEmulator, running_emulator
+from tests.live.conftest import workspace_objects, write_descriptor
+
+from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp, example_objects
+from .test_cards import card_text
+
+
+@contextmanager
+def cluster(slack_app: SlackApp, objects: list[dict[str, Any]]) -> Iterator[KubeEmulator]:
+    """The emulator seeded with the workspace and ``objects``, and the descriptor pointing at it."""
+    with running_emulator([*workspace_objects(), *objects]) as emu:
+        write_descriptor(slack_app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
+        yield emu
+
+
+def parent_and_card(slack_app: SlackApp) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The parent message in the channel and the one card in its thread, as Slack stored them."""
+    posts = [p for p in slack_app.fake.calls_to("chat.postMessage") if p.response.get("ok")]
+    parents = [p for p in posts if not p.params.get("thread_ts")]
+    assert len(parents) == 1, [p.params for p in posts]
+    parent_ts = parents[0].response["ts"]
+    replies = slack_app.fake.thread(CHANNEL, parent_ts)
+    assert len(replies) == 1, replies
+    return slack_app.fake.message(CHANNEL, parent_ts), replies[0]
+
+
+def assert_impersonated_alice(emu: KubeEmulator) -> None:
+    assert emu.requests, "the worker never reached the cluster"
+    for request in emu.requests:
+        assert request.header_values("Impersonate-User") == [ALICE_IDENTITY["user"]], request.path
+        assert request.header_values("Impersonate-Group") == ALICE_IDENTITY["groups"], request.path
+
+
+def test_job_stuck_in_admission(slack_app: SlackApp) -> None:
+    with cluster(slack_app, example_objects("l4-job-waiting-for-quota")) as emu:
+        status, ack, seconds = slack_app.command("status llama-ft-7b")
+        assert status == 200 and seconds < 3
+        assert ack["response_type"] == "ephemeral" and "Diagnosing `llama-ft-7b`" in ack["text"]
+        slack_app.work()
+
+        parent, card = parent_and_card(slack_app)
+        assert f"<@{ALICE}>" in parent["text"] and "`/tau status llama-ft-7b`" in parent["text"]
+        assert card["thread_ts"] == parent["ts"]
+        text = card_text(card["blocks"])
+        assert "🔎 llama-ft-7b · Job" in text
+        assert "*Workspace*\n`vision`" in text
+        assert "✅ *Submitted*" in text
+        assert "⏳ *Kueue admission* — 0/1 admitted queue=team-a reason=Pending" in text
+        assert "⏳ *Pod scheduling* — no pods yet" in text
+        assert "*First incomplete: Kueue admission* ⏳ pending · layer 4" in text
+        assert "insufficient unused quota for nvidia.com/gpu" in text
+        assert "admitted is not running" in text
+        assert "*Owner*\nqueue-owner" in text
+        assert "*Next action*\nThe queue has no free quota" in text
+        assert "`tau run status llama-ft-7b`" in text
+        # Alice passes the cluster-wide access review, so she sees the operator commands.
+        assert "kubectl get workload -n team-vision" in text
+        assert_impersonated_alice(emu)
+        reviews = [r for r in emu.requests if r.path.endswith("/selfsubjectaccessreviews")]
+        assert any(r.body["spec"]["resourceAttributes"] == {
+            "verb": "list", "resource": "workloads", "group": "kueue.x-k8s.io"} for r in reviews)
+
+
+def test_crash_looping_rayjob_with_hostile_pod_message(slack_app: SlackApp) -> None:
+    """The crash message of the head pod carries mentions and a link: the card shows them inert."""
+    hostile = "boom <!channel> <@U123> <https://evil.example|click here> @here"
+    objects = json.loads(json.dumps(example_objects("l5-rayjob-head-crashloop")).replace(
+        "No module named 'flash_attn'", hostile.replace('"', '\\"')))
+    with cluster(slack_app, objects) as emu:
+        assert slack_app.command("status ray-pretrain-13b --workspace vision --run-profile")[0] == 200
+        slack_app.work()
+
+        _, card = parent_and_card(slack_app)
+        text = card_text(card["blocks"])
+        assert "🔎 ray-pretrain-13b · RayJob" in text
+        assert "✅ *Kueue admission*" in text
+        assert "⚠️ *RayCluster*" in text and "◀ *first incomplete*" in text
+        assert "⚠️ *Container start*" in text
+        assert "*First incomplete: RayCluster* ⚠️ warning · layer 5" in text
+        assert "CrashLoopBackOff" in text
+        assert "a Running pod means containers started, not progress" in text
+        assert "*Owner*\nresearcher" in text and "*Transient*\nno" in text
+        assert "read the container's last log" in text
+        assert "`--run-profile` is not available yet" in text
+        raw = json.dumps(card["blocks"], ensure_ascii=False) + card["text"]
+        for markup in ("<!channel>", "<@U123>", "<https://", "<!here>"):
+            assert markup not in raw
+        assert "&lt;!channel&gt;" in text and "@\u200bhere" in text
+        assert_impersonated_alice(emu)
+
+
+def test_unknown_workspace_is_a_layer_one_card_not_a_failure(slack_app: SlackApp) -> None:
+    with cluster(slack_app, []):
+        slack_app.command("status r --workspace nosuch")
+        slack_app.work()
+        _, card = parent_and_card(slack_app)
+        text = card_text(card["blocks"])
+        assert "*First incomplete: Workspace connection*" in text
+        assert 'no workspace connection named "nosuch"' in text
+        assert "*Owner*\nresearcher" in text
+        assert "Layers 2–8 were not checked" in text
+
+
+def test_failing_job_posts_error_card_in_the_thread(slack_app_factory: Callable[..., SlackApp]) -> None:
+    """A diagnosis slower than the job timeout: rq kills the job, the failure callback tells the user."""
+    slack_app = slack_app_factory(job_timeout_seconds=1)
+    with cluster(slack_app, example_objects("l4-job-waiting-for-quota")) as emu:
+        emu.latency = 3
+        slack_app.command("status llama-ft-7b")
+        job_id = slack_app.queue.job_ids[0]
+        slack_app.work()
+
+        _, card = parent_and_card(slack_app)
+        text = card_text(card["blocks"])
+        assert "taubot could not finish this command" in text
+        assert "`/tau status llama-ft-7b` failed after 1 attempt." in text
+        assert "longer than the job timeout" in text
+        assert job_id in text
+        assert job_id in FailedJobRegistry(queue=slack_app.queue).get_job_ids()
+
+
+def test_retry_after_slack_failure_posts_once_and_no_error_card(
+    slack_app_factory: Callable[..., SlackApp],
+) -> None:
+    """Slack refuses the first post; the job is retried (rq Retry with interval) and then succeeds."""
+    slack_app = slack_app_factory(job_retries=2)  # rq: the first of 2 retries waits intervals[0]
+    with cluster(slack_app, example_objects("l4-job-waiting-for-quota")):
+        slack_app.fake.fail_next("chat.postMessage", error="fatal_error")
+        slack_app.command("status llama-ft-7b")
+        job_id = slack_app.queue.job_ids[0]
+        slack_app.work()
+        assert job_id in ScheduledJobRegistry(queue=slack_app.queue).get_job_ids()
+        assert not slack_app.fake.messages(CHANNEL)  # no error card while a retry is pending
+        time.sleep(2.2)  # the first retry interval
+        slack_app.work(with_scheduler=True)
+        _, card = parent_and_card(slack_app)
+        assert "*First incomplete: Kueue admission*" in card_text(card["blocks"])
+        assert len(slack_app.fake.messages(CHANNEL)) == 2
+
+
+def test_workspace_connection_end_to_end(slack_app: SlackApp) -> None:
+    with cluster(slack_app, []) as emu:
+        slack_app.command("workspace connection")
+        slack_app.work()
+        _, card = parent_and_card(slack_app)
+        text = card_text(card["blocks"])
+        assert "Workspace connection · vision · layer 1 ✅ passed" in text
+        assert "✅ *may list workloads*" in text
+        assert_impersonated_alice(emu)
+
+
+def test_bot_not_in_channel_answers_privately(slack_app: SlackApp) -> None:
+    """Slack refuses the parent (`not_in_channel`): no retry can fix that, so the card goes to
+    the requester through response_url, with a note on how to get threaded answers."""
+    with cluster(slack_app, example_objects("l4-job-waiting-for-quota")):
+        slack_app.fake.fail_next("chat.postMessage", error="not_in_channel")
+        slack_app.command("status llama-ft-7b", response_id="private")
+        slack_app.work()
+        [reply] = slack_app.fake.responses("private")
+        assert reply["response_type"] == "ephemeral"
+        text = card_text(reply["blocks"])
+        assert "*First incomplete: Kueue admission*" in text
+        assert "taubot cannot post in this channel" in text
+        assert not slack_app.fake.messages(CHANNEL)
+
+
+def test_failure_when_slack_refuses_the_channel_too_reaches_response_url(
+    slack_app_factory: Callable[..., SlackApp],
+) -> None:
+    """The job fails (Slack error on the parent) and the error card cannot go to the channel
+    either: it reaches the user through the command's response_url."""
+    slack_app = slack_app_factory()
+    with cluster(slack_app, []):
+        slack_app.fake.fail_next("chat.postMessage", error="fatal_error", times=2)
+        slack_app.command("status r", response_id="r1")
+        slack_app.work()
+        [reply] = slack_app.fake.responses("r1")
+        assert reply["response_type"] == "ephemeral"
+        text = card_text(reply["blocks"])
+        assert "taubot could not finish this command" in text
+        assert "Slack API error: fatal_error" in text

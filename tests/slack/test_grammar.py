@@ -1,0 +1,109 @@
+"""The `/tau` grammar, one table of accepted inputs and one of refused ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.grammar import (
+    USAGE,
+    HelpCommand,
+    StatusCommand,
+    UsageError,
+    WorkspaceConnectionCommand,
+    WorkspaceStatusCommand,
+    help_lines,
+    parse,
+)
+
+ACCEPTED = [
+    ("status r", StatusCommand(run="r")),
+    ("status llama-ft-7b", StatusCommand(run="llama-ft-7b")),
+    ("  status   llama-ft-7b  ", StatusCommand(run="llama-ft-7b")),
+    ("status\u00a0llama-ft-7b", StatusCommand(run="llama-ft-7b")),  # Slack's no-break space
+    ("STATUS r", StatusCommand(run="r")),
+    ("status r --watch", StatusCommand(run="r", watch=True)),
+    ("status --watch r", StatusCommand(run="r", watch=True)),
+    ("status r --run-profile", StatusCommand(run="r", run_profile=True)),
+    ("status r --workspace vision", StatusCommand(run="r", workspace="vision")),
+    ("status r --workspace=vision", StatusCommand(run="r", workspace="vision")),
+    ("status r --watch --interval 30", StatusCommand(run="r", watch=True, interval=30)),
+    ("status r --interval=5 --watch", StatusCommand(run="r", watch=True, interval=5)),
+    (
+        "status r --watch --run-profile --workspace vision --interval 60",
+        StatusCommand(run="r", watch=True, run_profile=True, workspace="vision", interval=60),
+    ),
+    ("", HelpCommand()),
+    ("help", HelpCommand()),
+    ("--help", HelpCommand()),
+    ("workspace connection", WorkspaceConnectionCommand()),
+    ("workspace connection --workspace vision", WorkspaceConnectionCommand(workspace="vision")),
+    ("workspace status vision", WorkspaceStatusCommand(workspace="vision")),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ACCEPTED, ids=[t or "<empty>" for t, _ in ACCEPTED])
+def test_accepted(text: str, expected: object) -> None:
+    assert parse(text) == expected
+
+
+REFUSED = [
+    # (text, words the message must contain, verb whose usage is shown)
+    ("status", "missing run name", "status"),
+    ("status Llama", "invalid run name 'Llama'", "status"),
+    ("status my_run", "invalid run name 'my_run'", "status"),
+    ("status -r", "unknown option '-r'", "status"),
+    ("status r-", "invalid run name 'r-'", "status"),
+    ("status " + "a" * 64, "invalid run name", "status"),
+    ("status <!channel>", "invalid run name '<!channel>'", "status"),
+    ("status a b", "unexpected argument 'b'", "status"),
+    ("status r --follow", "unknown option '--follow'", "status"),
+    ("status r --watch=yes", "--watch takes no value", "status"),
+    ("status r --workspace", "--workspace needs a value", "status"),
+    ("status r --workspace --watch", "--workspace needs a value", "status"),
+    ("status r --workspace Vision", "invalid workspace name 'Vision'", "status"),
+    ("status r --watch --watch", "--watch given twice", "status"),
+    ("status r --interval 30", "--interval only applies with --watch", "status"),
+    ("status r --watch --interval soon", "invalid --interval 'soon'", "status"),
+    ("status r --watch --interval 2", "invalid --interval 2", "status"),
+    ("status r --watch --interval 100000", "invalid --interval 100000", "status"),
+    ("logs r", "unknown command 'logs'", None),
+    ("stauts r", "unknown command 'stauts'", None),
+    ("help me", "unexpected argument 'me'", "help"),
+    ("workspace", "needs `connection` or `status <workspace>`", "workspace"),
+    ("workspace delete vision", "unknown workspace command 'delete'", "workspace"),
+    ("workspace status", "missing workspace name", "workspace status"),
+    ("workspace status a b", "unexpected argument 'b'", "workspace status"),
+    ("workspace connection extra", "unexpected argument 'extra'", "workspace connection"),
+    ("workspace connection --watch", "unknown option '--watch'", "workspace connection"),
+]
+
+
+@pytest.mark.parametrize(("text", "message", "verb"), REFUSED, ids=[t for t, _, _ in REFUSED])
+def test_refused(text: str, message: str, verb: str | None) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse(text)
+    assert message in str(caught.value)
+    usage = caught.value.usage
+    if verb in USAGE:
+        assert usage == [USAGE[verb]]
+    elif verb == "workspace":
+        assert usage == [USAGE["workspace connection"], USAGE["workspace status"]]
+    else:
+        assert usage == list(USAGE.values())
+
+
+def test_help_lists_only_commands_that_parse() -> None:
+    """Every usage line in the help must itself be accepted (with placeholders filled in)."""
+    for usage, _ in help_lines():
+        example = (usage.removeprefix("/tau ").replace("<run>", "r").replace("<workspace>", "vision")
+                   .replace("[--workspace W]", "--workspace vision").replace("[--watch [--interval N]]",
+                   "--watch --interval 30").replace("[--run-profile]", "--run-profile"))
+        parse(example)
+    assert not any("logs" in usage for usage, _ in help_lines())
+
+
+def test_commands_round_trip_through_json() -> None:
+    """Commands travel through Redis inside the job payload."""
+    command = parse("status r --watch --interval 30 --workspace vision")
+    assert StatusCommand.model_validate_json(command.model_dump_json()) == command
+    assert command.display() == "/tau status r --workspace vision --watch --interval 30"

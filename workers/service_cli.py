@@ -1,0 +1,109 @@
+"""`taubot serve http|socket` and `taubot worker`: the long-running services of SPEC §9.
+
+Kept apart from `cli.py` so the diagnose CLI does not import Bolt, rq or the
+Kubernetes client; every import here happens inside the command that needs
+it. Configuration problems (bad settings, missing token, invalid identity
+file) end the process with one line and exit 2, like any other bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+
+def ServiceConfigError(message: str) -> Exception:  # noqa: N802 - reads as the exception it builds
+    """A service cannot start with this configuration: the CLI's `UsageError` (one line, exit 2)."""
+    from workers.cli import UsageError
+
+    return UsageError(message)
+
+
+def _settings(**overrides: Any) -> Any:
+    from workers.settings import SettingsError, load_settings
+
+    try:
+        return load_settings(**overrides)
+    except SettingsError as exc:
+        raise ServiceConfigError(str(exc)) from None
+
+
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _app(settings: Any, *, socket_mode: bool) -> Any:
+    from bot.app import build_app
+    from bot.identity import IdentityConfigError
+
+    if settings.slack_bot_token is None:
+        raise ServiceConfigError("TAUBOT_SLACK_BOT_TOKEN (or TAUBOT_SLACK_BOT_TOKEN_FILE) is not set")
+    if not socket_mode and settings.slack_signing_secret is None:
+        raise ServiceConfigError(
+            "TAUBOT_SLACK_SIGNING_SECRET (or …_FILE) is not set: HTTP mode verifies every request"
+        )
+    try:
+        return build_app(settings, socket_mode=socket_mode)
+    except IdentityConfigError as exc:
+        raise ServiceConfigError(f"TAUBOT_IDENTITY_FILE: {exc}") from None
+
+
+def cmd_serve_http(args: argparse.Namespace) -> int:
+    from bot.serve import serve_http
+
+    _logging()
+    settings = _settings()
+    serve_http(_app(settings, socket_mode=False), args.host, args.port)
+    return 0
+
+
+def cmd_serve_socket(args: argparse.Namespace) -> int:
+    from bot.serve import serve_socket
+
+    _logging()
+    settings = _settings()
+    if settings.slack_app_token is None:
+        raise ServiceConfigError("TAUBOT_SLACK_APP_TOKEN (xapp-…) is not set: Socket Mode needs it")
+    serve_socket(_app(settings, socket_mode=True), settings.slack_app_token.get_secret_value())
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """An rq worker with the scheduler on, because `Retry(interval=…)` needs it."""
+    from redis import Redis
+    from rq import Queue, Worker
+
+    _logging()
+    settings = _settings()
+    # Import the job code once here: rq forks a work horse per job, and a child that
+    # imports the Kubernetes client, Jinja and the engine itself pays ~0.3 s per command.
+    import workers.diagnosis.live  # noqa: F401
+    import workers.jobs  # noqa: F401
+    import workers.operator_access  # noqa: F401
+    import workers.render.cards  # noqa: F401
+
+    conn = Redis.from_url(settings.redis_url)
+    worker = Worker([Queue(settings.queue_name, connection=conn)], connection=conn)
+    worker.work(burst=args.burst, with_scheduler=True)
+    return 0
+
+
+def add_service_commands(sub: Any) -> None:
+    """Add `serve` and `worker` to the `taubot` subcommand parser ``sub``."""
+    serve = sub.add_parser("serve", help="run the Slack front end")
+    modes = serve.add_subparsers(dest="mode", required=True, parser_class=type(serve))
+    http = modes.add_parser("http", help="Bolt app over HTTP: /slack/events and /healthz")
+    http.add_argument("--port", type=int, default=3000)
+    http.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    http.set_defaults(func=cmd_serve_http)
+    socket = modes.add_parser("socket", help="Bolt app over Socket Mode (development)")
+    socket.set_defaults(func=cmd_serve_socket)
+
+    worker = sub.add_parser("worker", help="run an rq worker (with scheduler) on taubot's queue")
+    worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    worker.set_defaults(func=cmd_worker)
+
+
+__all__ = ["ServiceConfigError", "add_service_commands", "cmd_serve_http", "cmd_serve_socket",
+           "cmd_worker"]
