@@ -297,6 +297,7 @@ async def diagnose_for_card(
         workspace=command.workspace,
         channel=request.channel,
         timeout=settings.kube_request_timeout_seconds,
+        profile=command.run_profile,
     )
     resolution = services.registry.resolve(workspace=command.workspace, channel=request.channel)
     if not isinstance(resolution, Resolved):
@@ -331,6 +332,7 @@ def run_status(request: StatusRequest, services: Services, *, job: Job | None,
         run_profile=request.command.run_profile,
         diagnosed_at=now,
         requests=live.requests,
+        profile=live.profile,
     )
     card = render_phase_card(context)
     card_ts = deliver(services.slack, request, parent_ts, card, job)

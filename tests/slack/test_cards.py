@@ -93,7 +93,7 @@ def test_crashloop_rayjob_card() -> None:
     assert "a Running pod means containers started, not progress" in text
     assert "*Owner*\nresearcher" in text and "*Transient*\nno" in text
     assert "`--watch` is not available yet" in text
-    assert "`--run-profile` is not available yet" in text
+    assert "`--run-profile`: no GPU telemetry" in text
 
 
 def test_every_phase_state_has_its_emoji() -> None:
@@ -211,3 +211,26 @@ def test_diagnosed_at_footer() -> None:
     text = card_text(render_phase_card(build_phase_card(
         d, workspace="vision", operator_hints_allowed=False, diagnosed_at=at, requests=6)).blocks)
     assert "diagnosed 2026-11-30 10:30:00 UTC · 6 Kubernetes API requests as you" in text
+
+
+def test_gpu_profile_on_the_card_shows_observed_values_and_real_zero() -> None:
+    from tests.fixtures.dcgm import Gpu, scrape
+    from workers.diagnosis.profile import build_profile
+
+    node = "aks-gpupool-00000000-vmss000000"
+    job = k8s.job("train", gpus=2)
+    pod = k8s.job_pod(job, node=node)
+    name = pod["metadata"]["name"]
+    body = scrape([Gpu(0, pod=name, namespace=k8s.NS, container="trainer", util=87, fb_used=40960, node=node),
+                   Gpu(1, pod=name, namespace=k8s.NS, container="trainer", util=0, fb_used=0, node=node),
+                   # another team's pod on the same node: must not count (dcgm-exporter.md labels)
+                   Gpu(2, pod="other-0", namespace="team-speech", container="main", util=100,
+                       fb_used=70000, node=node)], hostname=node)
+    profile = build_profile([pod], {}, {node: body}, False, None)
+    d = diagnose_example("l7-job-running-healthy", "resnet-sweep-3")
+    text = card_text(render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False,
+                                                        run_profile=True, profile=profile)).blocks)
+    assert "*GPU run profile*" in text
+    assert "`gpu_activity`: active" in text
+    assert "`gpu_utilization`:" in text and "43.5" in text and "87" in text
+    assert "`cuda_compute_process`: unavailable" in text

@@ -34,6 +34,7 @@ from slack_sdk.models.blocks import Block
 
 from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.models import Diagnosis, PhaseState
+from workers.diagnosis.profile import GpuProfile, profile_lines
 
 from .mrkdwn import code, code_block, escape, plain, slack_len
 
@@ -85,6 +86,7 @@ class PhaseCardContext(BaseModel):
     next_action: str
     command: str
     operator_hints: str = ""
+    gpu_profile: str = ""
     notes: list[str] = []
     fallback: str
 
@@ -160,6 +162,13 @@ def phase_tree_text(d: Diagnosis) -> str:
     return _fit_lines(lines, MAX_SECTION_TEXT)
 
 
+def gpu_profile_text(profile: GpuProfile) -> str:
+    """The run profile's rows (SPEC §6 keys) as one section; values are cluster text, escaped."""
+    lines = [f"*GPU run profile* ({'run finished' if profile.finished else 'live'}, dcgm-exporter)"]
+    lines += [f"• `{key}`: {escape(value, 600)}" for key, value in profile_lines(profile)]
+    return _fit_lines(lines, MAX_SECTION_TEXT)
+
+
 def build_phase_card(
     d: Diagnosis,
     *,
@@ -169,6 +178,7 @@ def build_phase_card(
     run_profile: bool = False,
     diagnosed_at: datetime | None = None,
     requests: int | None = None,
+    profile: GpuProfile | None = None,
 ) -> PhaseCardContext:
     """The card context for one diagnosis.
 
@@ -228,8 +238,11 @@ def build_phase_card(
     notes = []
     if watch:
         notes.append("`--watch` is not available yet: this card is a single snapshot.")
-    if run_profile:
-        notes.append("`--run-profile` is not available yet: no GPU telemetry in this card.")
+    gpu = ""
+    if profile is not None:
+        gpu = gpu_profile_text(profile)
+    elif run_profile:
+        notes.append("`--run-profile`: no GPU telemetry (the workspace did not resolve).")
     footer = []
     if diagnosed_at is not None:
         footer.append(f"diagnosed {diagnosed_at.strftime('%Y-%m-%d %H:%M:%S UTC')}")
@@ -253,6 +266,7 @@ def build_phase_card(
         next_action=f"*Next action*\n{escape(d.next_action, 2500)}",
         command=f"*TauGrid command*\n{code(info.command, 1000)}",
         operator_hints=hints,
+        gpu_profile=gpu,
         notes=notes,
         fallback=fallback,
     )
