@@ -196,6 +196,7 @@ class ForbidRule:
     group: str | None = None
     namespace: str | None = None
     subresource: str | None = None
+    cluster_scope: bool = False
 
     def matches(
         self, verb: str, resource: str, subresource: str | None, namespace: str | None,
@@ -207,6 +208,8 @@ class ForbidRule:
         if self.subresource != "*" and (self.subresource or None) != (subresource or None):
             return False
         if self.namespace is not None and self.namespace != namespace:
+            return False
+        if self.cluster_scope and namespace is not None:
             return False
         if self.user is not None and self.user != caller.user:
             return False
@@ -575,10 +578,15 @@ class KubeEmulator:
 
     def forbid(self, verb: str, resource: str, *, user: str | None = None,
                group: str | None = None, namespace: str | None = None,
-               subresource: str | None = None) -> None:
-        """Deny ``verb`` on ``resource`` (a plural; "*" for any) to matching callers."""
+               subresource: str | None = None, cluster_scope: bool = False) -> None:
+        """Deny ``verb`` on ``resource`` (a plural; "*" for any) to matching callers.
+
+        ``cluster_scope`` denies only the cluster-wide form (``/api/v1/pods``): the usual
+        RBAC of a team, a RoleBinding in its namespace and no ClusterRole.
+        """
         with self._lock:
-            self._rules.append(ForbidRule(verb, resource, user, group, namespace, subresource))
+            self._rules.append(ForbidRule(verb, resource, user, group, namespace, subresource,
+                                          cluster_scope))
 
     def clear_rules(self) -> None:
         """Drop every forbid rule."""

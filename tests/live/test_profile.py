@@ -14,14 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.kube_api import (  # the cluster-scope rule below needs them
-    CallerIdentity,
-    KubeEmulator,
-    RecordedRequest,
-    _HTTPStatus,
-    _Target,
-    running_emulator,
-)
+from tests.fakes.kube_api import KubeEmulator, RecordedRequest, running_emulator
 from tests.fixtures import k8s
 from tests.fixtures.dcgm import Gpu, exporter_pod, scrape, taugrid_monitor_pod
 from workers.cli import main
@@ -40,24 +33,6 @@ DCGM_SELECTOR = "app.kubernetes.io/name=dcgm-exporter"
 TAUGRID_SELECTOR = "taugrid.io/gpu-monitoring=true"
 
 
-class ClusterScopeEmulator(KubeEmulator):
-    """The emulator, plus a rule its `forbid` cannot express: deny a LIST only at cluster scope.
-
-    That is the common RBAC shape (a RoleBinding in the team namespace, no ClusterRole),
-    under which the base status works and exporter discovery is forbidden.
-    """
-
-    deny_cluster_list: set[str] = {"pods"}
-
-    def _check_forbidden(self, verb: str, target: _Target, caller: CallerIdentity) -> None:
-        if (verb == "list" and target.namespace is None and target.subresource is None
-                and target.plural in self.deny_cluster_list):
-            raise _HTTPStatus(403, f'{target.plural} is forbidden: User "{caller.user}" cannot list '
-                                   f'resource "{target.plural}" in API group "" at the cluster scope',
-                              kind=target.plural)
-        super()._check_forbidden(verb, target, caller)
-
-
 def discovery(requests: list[RecordedRequest]) -> list[RecordedRequest]:
     return [r for r in requests if r.path == "/api/v1/pods"]
 
@@ -73,8 +48,8 @@ def register(emu: KubeEmulator, exporter: dict, body: str, port: int = 9400) -> 
 
 
 async def live(objects: list[dict], tmp_path: Path, run: str, *, setup: Any = None, profile: bool = True,
-               emulator: type[KubeEmulator] = KubeEmulator) -> tuple[LiveResult, list[RecordedRequest]]:
-    async with emulator(objects) as emu:
+               ) -> tuple[LiveResult, list[RecordedRequest]]:
+    async with KubeEmulator(objects) as emu:
         if setup:
             setup(emu)
         write_descriptor(tmp_path, emu.base_url)
@@ -279,8 +254,12 @@ async def test_forbidden_cluster_wide_pod_list_is_unavailable_and_the_status_sti
         tmp_path: Path) -> None:
     _, _, claim, objs = dra_job()
     objs.append(exporter_pod(NODE_A))
-    result, requests = await live(objs, tmp_path, "train", emulator=ClusterScopeEmulator)
-    base, _ = await live(objs, tmp_path, "train", profile=False, emulator=ClusterScopeEmulator)
+    # The usual team RBAC: pods readable in the namespace, not cluster-wide.
+    def team_rbac(emu: KubeEmulator) -> None:
+        emu.forbid("list", "pods", cluster_scope=True)
+
+    result, requests = await live(objs, tmp_path, "train", setup=team_rbac)
+    base, _ = await live(objs, tmp_path, "train", profile=False, setup=team_rbac)
     assert result.diagnosis.contract() == base.diagnosis.contract()
     assert result.diagnosis.phase("Pod scheduling").state.value == "done"  # namespaced pods: readable
     assert len(discovery(requests)) == 1 and not metrics(requests)  # the second LIST would fail too
