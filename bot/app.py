@@ -119,7 +119,8 @@ def queued_reply(command: Command) -> Reply:
         lines = [f"🔎 Diagnosing {code(command.run, 80)}{where}… the phase card will appear in a "
                  "thread in this channel."]
         if command.watch:
-            lines.append("`--watch` is not available yet: you get a single card.")
+            lines.append("👀 `--watch`: the card then updates in place until the run settles; if this "
+                         "run is already watched in this channel, you join that watch instead.")
         if command.run_profile:
             lines.append("`--run-profile` is not available yet: the card has no GPU telemetry.")
         return Reply("\n".join(lines), queued=True)
@@ -285,6 +286,12 @@ def build_app(
         token_verification_enabled=token_verification,
         listener_executor=ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="bolt"),
     )
+    from bot.buttons import EscalateButton, register_escalation  # issue 7; before the catch-all
+
+    register_escalation(app, EscalateButton(settings, commands.resolver, queue))
+    from bot.watch_buttons import StopWatchingButton, register_stop_watching  # issue 5; likewise
+
+    register_stop_watching(app, StopWatchingButton(commands.resolver, queue))
     register_listeners(app, commands)
     return app
 

@@ -321,9 +321,17 @@ async def diagnose_for_card(
 def run_status(request: StatusRequest, services: Services, *, job: Job | None,
                now: datetime) -> StatusOutcome:
     """Post the parent, diagnose under the user's identity, post the card in the thread."""
+    if request.command.watch:  # issue 5: the same card, then kept up to date (or a join)
+        from workers.watch import start_watch
+
+        return start_watch(request, services, job=job, now=now)
     parent_ts = ensure_parent(services.slack, request, job)
     live, operator_ok = asyncio.run(diagnose_for_card(request, services, now))
     diagnosis = live.diagnosis
+    from workers.escalation import offer_escalation  # issue 7: the card's Escalate button
+
+    offer = offer_escalation(services, live, channel=request.channel, thread_ts=parent_ts,
+                             requested_by=request.user, now=now)
     context = build_phase_card(
         diagnosis,
         workspace=live.workspace,
@@ -333,9 +341,12 @@ def run_status(request: StatusRequest, services: Services, *, job: Job | None,
         diagnosed_at=now,
         requests=live.requests,
         profile=live.profile,
+        escalate_button=offer.button if offer else None,
     )
     card = render_phase_card(context)
     card_ts = deliver(services.slack, request, parent_ts, card, job)
+    if offer is not None:
+        offer.attach(card_ts)
     return StatusOutcome(parent_ts, card_ts, diagnosis.first_incomplete, diagnosis.layer, live.requests)
 
 

@@ -82,6 +82,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import workers.jobs  # noqa: F401
     import workers.operator_access  # noqa: F401
     import workers.render.cards  # noqa: F401
+    import workers.watch  # noqa: F401 - `--watch` ticks are the most frequent jobs
 
     conn = Redis.from_url(settings.redis_url)
     worker = Worker([Queue(settings.queue_name, connection=conn)], connection=conn)

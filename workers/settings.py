@@ -140,6 +140,11 @@ class Settings(BaseSettings):
         description="Floor of 5 s: each refresh is a burst of API calls per watched run.",
     )
     watch_max_minutes: int = Field(default=30, gt=0)
+    slack_updates_per_minute: int = Field(
+        default=50,
+        gt=0,
+        description="chat.update budget per Slack workspace (tier 3), shared by all workers.",
+    )
     kube_request_timeout_seconds: float = Field(default=10.0, gt=0)
     audit_log: Path | None = Field(
         default=None, description="JSON-lines audit trail; None writes it to stdout."

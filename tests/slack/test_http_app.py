@@ -27,7 +27,7 @@ def test_signed_slash_command_is_acked_with_diagnosing_note_and_queues_one_job(s
     assert seconds < 3
     assert ack["response_type"] == "ephemeral"
     assert "Diagnosing `llama-ft-7b`" in ack["text"]
-    assert "`--watch` is not available yet" in ack["text"]
+    assert "`--watch`: the card then updates in place" in ack["text"]
     assert slack_app.queue.count == 1
     job = slack_app.queue.jobs[0]
     assert job.func_name == "workers.jobs.status_job"

@@ -36,6 +36,7 @@ from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.models import Diagnosis, PhaseState
 from workers.diagnosis.profile import GpuProfile, profile_lines
 
+from .buttons import CardButton
 from .mrkdwn import code, code_block, escape, plain, slack_len
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -88,6 +89,11 @@ class PhaseCardContext(BaseModel):
     operator_hints: str = ""
     gpu_profile: str = ""
     notes: list[str] = []
+    escalate_button: CardButton | None = None  # issue 7: Escalate to <owner>
+    # issue 5 (`--watch`): footer line, refresh time (left out of the card hash) and Stop button
+    watch_status: str = ""
+    watch_updated: str = ""
+    stop_button: CardButton | None = None
     fallback: str
 
 
@@ -179,6 +185,7 @@ def build_phase_card(
     diagnosed_at: datetime | None = None,
     requests: int | None = None,
     profile: GpuProfile | None = None,
+    escalate_button: CardButton | None = None,
 ) -> PhaseCardContext:
     """The card context for one diagnosis.
 
@@ -235,9 +242,7 @@ def build_phase_card(
         hints = "*Operator commands* (you have cluster-wide Kueue read access)\n" + code_block(
             "\n".join(info.operator_hints), 2000
         )
-    notes = []
-    if watch:
-        notes.append("`--watch` is not available yet: this card is a single snapshot.")
+    notes = []  # `watch`: the footer and Stop button come from workers/watch.py (watch_context)
     gpu = ""
     if profile is not None:
         gpu = gpu_profile_text(profile)
@@ -268,6 +273,7 @@ def build_phase_card(
         operator_hints=hints,
         gpu_profile=gpu,
         notes=notes,
+        escalate_button=escalate_button,
         fallback=fallback,
     )
 

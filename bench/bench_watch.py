@@ -1,0 +1,210 @@
+"""200 concurrent `--watch`es on one worker: ticks per second, CPU per tick, chat.update calls.
+
+Run by hand from the repository root (needs the local Redis):
+
+    .venv/bin/python -m bench.bench_watch [--watches 200] [--seconds 40] [--interval 5]
+
+What runs: the fake Slack and the Kubernetes API emulator in this process;
+``--watches`` Jobs waiting for Kueue admission, each watched from its own
+channel (so the per-channel pace never binds); the status jobs that post the
+cards and start the watches run first in an in-process `SimpleWorker`, then
+ONE `taubot worker` process (a forking rq Worker with its scheduler, as in
+production) runs every tick for ``--seconds``. A third of the way in, half
+of the runs are admitted; two thirds in, a quarter start running. The tier-3
+workspace budget is raised for the run (``TAUBOT_SLACK_UPDATES_PER_MINUTE``)
+because the bench measures the worker, not Slack's limit.
+
+Figures:
+
+* **ticks/s**: ticks completed (from the watches' state in Redis) / seconds;
+  and the lag: ticks done vs. ticks due at one per interval per watch.
+* **CPU per tick**: user+system CPU of the worker process and every work horse
+  it forked (``wait4`` rusage) / ticks.
+* **chat.update calls vs changed cards**: every successful chat.update is
+  compared with the message's previous blocks, ignoring the "updated HH:MM:SS"
+  element; a call that changed nothing would be a wasted tier-3 call. They
+  must be equal, and equal to the number of cards whose run was changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from redis import Redis
+from rq import Queue, SimpleWorker
+
+from bench.ack_latency import cleanup
+from bot.grammar import StatusCommand
+from tests.fakes.kube_api import running_emulator
+from tests.fakes.slack_api import FakeSlack, running_fake_slack
+from tests.fixtures import k8s
+from tests.live.conftest import workspace_objects, write_descriptor
+from workers.jobs import enqueue_status
+from workers.kube.client import Identity
+from workers.watch import KEY_PREFIX, load_state, watch_id
+
+TOKEN = "xoxb-bench"
+USER = "U012ALICE"
+IDENTITY = Identity(user="alice@example.com", groups=("team-vision",))
+T0 = datetime.now(UTC) - timedelta(hours=5)  # "created 5h ago" stays put during the bench
+
+
+def channel(i: int) -> str:
+    return f"C0WATCH{i:04d}"
+
+
+def run_name(i: int) -> str:
+    return f"bench-run-{i:04d}"
+
+
+def pending(i: int) -> list[dict[str, Any]]:
+    j = k8s.job(run_name(i), suspend=True, t0=T0)
+    return [j, k8s.workload(j, state="pending", t0=T0)]
+
+
+def admitted(i: int) -> list[dict[str, Any]]:
+    j = k8s.job(run_name(i), suspend=False, active=1, t0=T0)
+    return [j, k8s.workload(j, state="admitted", t0=T0)]
+
+
+def running(i: int) -> list[dict[str, Any]]:
+    j = k8s.job(run_name(i), suspend=False, active=1, t0=T0)
+    pod = k8s.job_pod(j, t0=T0, node="gpu-node-1", phase="Running", containers=[k8s.running(t0=T0)])
+    return [*admitted(i), pod]
+
+
+def _stable(blocks: list[dict[str, Any]]) -> str:
+    """The blocks without the refresh time (the watch footer's second element)."""
+    out = []
+    for block in blocks:
+        if block.get("type") == "context":
+            elements = [e for e in block.get("elements") or []
+                        if not str(e.get("text", "")).startswith("updated ")]
+            block = {**block, "elements": elements}
+        out.append(block)
+    return json.dumps(out, sort_keys=True)
+
+
+def count_changes(fake: FakeSlack) -> tuple[int, int, set[str]]:
+    """(successful chat.update calls, of which changed the card, the card ts's that changed)."""
+    previous: dict[str, str] = {}
+    for call in fake.calls_to("chat.postMessage"):
+        if call.params.get("blocks") and call.response.get("ok"):
+            previous[call.response["ts"]] = _stable(call.params["blocks"])
+    calls = changed = 0
+    touched: set[str] = set()
+    for call in fake.calls_to("chat.update"):
+        if not call.response.get("ok"):
+            continue
+        calls += 1
+        ts = str(call.params["ts"])
+        now = _stable(call.params["blocks"])
+        if previous.get(ts) != now:
+            changed += 1
+            touched.add(ts)
+        previous[ts] = now
+    return calls, changed, touched
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--watches", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--interval", type=int, default=5)
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    args = parser.parse_args(argv)
+
+    queue_name = f"taubot-bench-watch-{uuid.uuid4().hex[:8]}"
+    conn = Redis.from_url(args.redis_url)
+    queue = Queue(queue_name, connection=conn)
+    n = args.watches
+    objects = [obj for i in range(n) for obj in pending(i)]
+    worker: subprocess.Popen[bytes] | None = None
+    with tempfile.TemporaryDirectory() as tmp, running_fake_slack(token=TOKEN) as fake, \
+            running_emulator([*workspace_objects(), *objects]) as emu:
+        workspaces = Path(tmp) / "workspaces"
+        workspaces.mkdir()
+        write_descriptor(workspaces, emu.base_url, channels=tuple(channel(i) for i in range(n)))
+        env = {
+            "TAUBOT_SLACK_BOT_TOKEN": TOKEN,
+            "TAUBOT_SLACK_API_URL": fake.api_url,
+            "TAUBOT_REDIS_URL": args.redis_url,
+            "TAUBOT_WORKSPACES_DIR": str(workspaces),
+            "TAUBOT_QUEUE_NAME": queue_name,
+            "TAUBOT_SLACK_UPDATES_PER_MINUTE": "1000000",
+        }
+        os.environ.update(env)  # the in-process SimpleWorker's jobs read their settings from it
+        try:
+            for i in range(n):
+                command = StatusCommand(run=run_name(i), watch=True, interval=args.interval)
+                enqueue_status(queue, command, IDENTITY, channel(i), USER, None, retries=0)
+            started = time.perf_counter()
+            SimpleWorker([queue], connection=conn).work(burst=True)
+            print(f"{n} watches started (status job + first card each) in "
+                  f"{time.perf_counter() - started:.1f} s by an in-process SimpleWorker")
+            fake.clear()
+            cards = {watch_id(channel(i), run_name(i)): i for i in range(n)}
+
+            worker = subprocess.Popen([sys.executable, "-m", "workers.cli", "worker"],
+                                      env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+            started = time.perf_counter()
+            changed_runs: set[int] = set()
+            for step, (share, shape) in enumerate(((2, admitted), (4, running)), start=1):
+                time.sleep(max(0.0, started + args.seconds * step / 3 - time.perf_counter()))
+                for i in range(0, n, share):
+                    for obj in shape(i):
+                        emu.upsert(obj)
+                    changed_runs.add(i)
+            time.sleep(max(0.0, started + args.seconds - time.perf_counter()))
+            elapsed = time.perf_counter() - started
+            states = [load_state(conn, wid) for wid in cards]
+            ticks = sum(s.tick for s in states if s is not None)
+            os.killpg(worker.pid, signal.SIGTERM)  # warm shutdown: the current tick finishes
+            _, _, usage = os.wait4(worker.pid, 0)
+            worker = None
+            cpu = usage.ru_utime + usage.ru_stime
+
+            expected_changes = len(range(0, n, 2)) + len(range(0, n, 4))
+            calls, changed, touched = count_changes(fake)
+            due = n * int(elapsed // args.interval)
+            print(f"one `taubot worker` (forking rq Worker + scheduler), {n} watches every "
+                  f"{args.interval} s, {elapsed:.1f} s:")
+            print(f"  ticks: {ticks} done, {due} due at one per interval per watch "
+                  f"→ {ticks / elapsed:.1f} ticks/s ({ticks / max(1, due):.0%} of due)")
+            print(f"  worker CPU (process + forked work horses): {cpu:.1f} s → "
+                  f"{cpu / max(1, ticks) * 1000:.1f} ms CPU per tick")
+            print(f"  chat.update: {calls} calls, {changed} changed a card, {calls - changed} wasted; "
+                  f"runs changed {len(changed_runs)} times in total {expected_changes} "
+                  f"(cards touched: {len(touched)})")
+            print(f"  Kubernetes API requests: {len(emu.requests)} "
+                  f"({len(emu.requests) / max(1, ticks):.1f} per tick, incl. first cards)")
+            print(f"  bench process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
+            assert calls == changed, "a chat.update that changed nothing"
+        finally:
+            if worker is not None:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(timeout=10)
+            cleanup(conn, queue)
+            for key in conn.scan_iter(f"{KEY_PREFIX}*"):
+                conn.delete(key)
+            for key in conn.scan_iter("taubot:pace:*"):
+                conn.delete(key)
+            conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,318 @@
+"""`/tau status --watch` end to end (issue 5): signed command → rq status job → scheduled ticks.
+
+Real HTTP to the app, real Redis, real rq workers (an in-process `SimpleWorker`
+with its scheduler, and for the restart test a `taubot worker` process killed
+with SIGKILL), the Kubernetes API emulator whose objects change between
+ticks, and the fake Slack, whose recorded calls and stored messages are what
+the assertions read.
+
+Ticks are driven deterministically through rq's own scheduler: the pending
+tick is re-scheduled to "now" in its ScheduledJobRegistry and a burst worker
+started `with_scheduler` moves it to the queue and runs it — the path a
+production worker takes when the interval has passed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rq.job import Job
+from rq.registry import ScheduledJobRegistry
+from rq.scheduler import RQScheduler
+
+from tests.fakes.kube_api import KubeEmulator, running_emulator
+from tests.fakes.slack_signing import block_action_body
+from tests.fixtures import k8s
+from tests.live.conftest import workspace_objects, write_descriptor
+from workers.watch import STOP_WATCHING_ACTION, load_state, owner_key, watch_id
+
+from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp
+from .test_cards import card_text
+
+BOB = "U012BOB"  # mapped, and the emulator lets him read the run: may stop any watch of it
+CAROL = "U012CAROL"  # mapped, but may not read the run's Job: may not stop someone else's watch
+RUN = "train-a"
+REPO = Path(__file__).resolve().parents[2]
+# Created hours ago, so "created 5h ago" in the Submitted line stays the same across ticks.
+T0 = datetime.now(UTC) - timedelta(hours=5)
+
+
+def identity_file(directory: Path) -> Path:
+    path = directory / "identity-watch.yaml"
+    path.write_text(yaml.safe_dump({"users": {
+        ALICE: ALICE_IDENTITY,
+        BOB: {"user": "bob@example.com", "groups": ["team-vision"]},
+        CAROL: {"user": "carol@example.com", "groups": ["team-audio"]},
+    }, "map_by_email": False}))
+    return path
+
+
+@pytest.fixture
+def app(slack_app_factory: Callable[..., SlackApp], tmp_path: Path) -> SlackApp:
+    return slack_app_factory(identity_file=identity_file(tmp_path))
+
+
+# ------------------------------------------------------------ run shapes (tests/fixtures/k8s.py)
+
+
+def pending() -> list[dict[str, Any]]:
+    """Suspended by Kueue, Workload waiting for quota (the l4 example's shape)."""
+    j = k8s.job(RUN, suspend=True, t0=T0)
+    return [j, k8s.workload(j, state="pending", t0=T0)]
+
+
+def admitted() -> list[dict[str, Any]]:
+    j = k8s.job(RUN, suspend=False, active=1, t0=T0)
+    return [j, k8s.workload(j, state="admitted", t0=T0)]
+
+
+def running() -> list[dict[str, Any]]:
+    j = k8s.job(RUN, suspend=False, active=1, t0=T0)
+    pod = k8s.job_pod(j, t0=T0, node="gpu-node-1", phase="Running", containers=[k8s.running(t0=T0)])
+    return [j, k8s.workload(j, state="admitted", t0=T0), pod]
+
+
+def succeeded() -> list[dict[str, Any]]:
+    j = k8s.job(RUN, suspend=False, succeeded=1, conditions=k8s.job_complete(T0, 3600), t0=T0)
+    pod = k8s.job_pod(j, t0=T0, node="gpu-node-1", phase="Succeeded", containers=[k8s.terminated(t0=T0)])
+    return [j, k8s.workload(j, state="admitted", t0=T0), pod]
+
+
+@contextmanager
+def cluster(app: SlackApp, objects: list[dict[str, Any]]) -> Iterator[KubeEmulator]:
+    with running_emulator([*workspace_objects(), *objects]) as emu:
+        write_descriptor(app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
+        yield emu
+
+
+def apply(emu: KubeEmulator, objects: list[dict[str, Any]]) -> None:
+    for obj in objects:
+        emu.upsert(obj)
+
+
+# ------------------------------------------------------------------ driving and reading
+
+
+def scheduled(app: SlackApp) -> list[str]:
+    return ScheduledJobRegistry(queue=app.queue).get_job_ids()
+
+
+def tick(app: SlackApp) -> float:
+    """Make the pending tick due and let a real worker's scheduler enqueue and run it."""
+    ids = scheduled(app)
+    assert len(ids) == 1, f"expected exactly one pending tick, got {ids}"
+    registry = ScheduledJobRegistry(queue=app.queue)
+    registry.schedule(Job.fetch(ids[0], connection=app.redis), datetime.now(UTC) - timedelta(seconds=1))
+    started = time.monotonic()
+    app.work(with_scheduler=True)
+    return time.monotonic() - started
+
+
+def start_watch(app: SlackApp, *, user: str = ALICE, extra: str = "--interval 5") -> None:
+    status, ack, _ = app.command(f"status {RUN} --watch {extra}".strip(), user_id=user)
+    assert status == 200 and "`--watch`" in ack["text"], ack
+    app.work()
+
+
+def card(app: SlackApp) -> tuple[str, dict[str, Any]]:
+    """The one card (thread reply with blocks) and its current state in the fake Slack."""
+    posted = [c for c in app.fake.calls_to("chat.postMessage") if c.params.get("blocks")]
+    assert len(posted) == 1, [c.params.get("text") for c in posted]
+    ts = posted[0].response["ts"]
+    message = app.fake.message(CHANNEL, ts)
+    assert message is not None
+    return ts, message
+
+
+def parent_ts(app: SlackApp) -> str:
+    [parent] = [c for c in app.fake.calls_to("chat.postMessage") if not c.params.get("thread_ts")]
+    return str(parent.response["ts"])
+
+
+def replies(app: SlackApp) -> list[str]:
+    """Thread replies without blocks: the transition lines and notes, oldest first."""
+    return [m["text"] for m in app.fake.thread(CHANNEL, parent_ts(app)) if not m.get("blocks")]
+
+
+def updates(app: SlackApp) -> list[Any]:
+    return [c for c in app.fake.calls_to("chat.update") if c.response.get("ok")]
+
+
+def has_stop_button(message: dict[str, Any]) -> bool:
+    return any(e.get("action_id") == STOP_WATCHING_ACTION
+               for b in message["blocks"] if b["type"] == "actions" for e in b["elements"])
+
+
+def press_stop(app: SlackApp, user: str, response_id: str) -> None:
+    ts, message = card(app)
+    body = block_action_body(STOP_WATCHING_ACTION, watch_id(CHANNEL, RUN), user_id=user,
+                             channel_id=CHANNEL, message_ts=ts, thread_ts=parent_ts(app),
+                             message=message, response_url=app.fake.response_url(response_id))
+    status, _, seconds = app.post(body)
+    assert status == 200 and seconds < 3
+    deadline = time.monotonic() + 5
+    while app.queue.count == 0:  # the listener enqueues right after the ack
+        assert time.monotonic() < deadline, "the stop press was never queued"
+        time.sleep(0.02)
+    app.work()
+
+
+# ------------------------------------------------------------------ tests
+
+
+def test_card_follows_admission_to_running_and_each_transition_is_replied_once(app: SlackApp) -> None:
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        ts, message = card(app)
+        text = card_text(message["blocks"])
+        assert "*First incomplete: Kueue admission* ⏳ pending" in text
+        assert "👀 *Watching* — refreshed every 5 s" in text and has_stop_button(message)
+        assert "not available yet" not in text
+
+        # Unchanged cluster: ticks re-collect but never re-send the card.
+        for _ in range(2):
+            tick(app)
+        assert updates(app) == [] and replies(app) == []
+        assert load_state(app.redis, watch_id(CHANNEL, RUN)).tick == 2  # type: ignore[union-attr]
+
+        apply(emu, admitted())
+        tick(app)
+        assert len(updates(app)) == 1
+        text = card_text(app.fake.message(CHANNEL, ts)["blocks"])  # type: ignore[index]
+        assert "✅ *Kueue admission*" in text and "*First incomplete: Pod scheduling*" in text
+        assert replies(app) == ["*Kueue admission*: pending → done after at least 0s"]
+
+        tick(app)  # nothing moved
+        assert len(updates(app)) == 1 and len(replies(app)) == 1
+
+        apply(emu, running())
+        tick(app)
+        assert len(updates(app)) == 2
+        message = app.fake.message(CHANNEL, ts)
+        text = card_text(message["blocks"])  # type: ignore[index]
+        assert "✅ *Pod scheduling*" in text and "✅ *Container start*" in text
+        assert has_stop_button(message)  # type: ignore[arg-type]
+        lines = replies(app)
+        for phase in ("Kueue admission", "Pod scheduling", "Image pull", "Container start", "Ready"):
+            assert sum(line.startswith(f"*{phase}*: ") for line in lines) == 1, (phase, lines)
+        # Pending since before the watch began: its true start is unknown, so "at least".
+        assert any(line.startswith("*Pod scheduling*: pending → done after at least ") for line in lines)
+
+        apply(emu, succeeded())
+        tick(app)
+        message = app.fake.message(CHANNEL, ts)
+        text = card_text(message["blocks"])  # type: ignore[index]
+        assert "⏹️ *Watching stopped*" in text and "the run finished (succeeded)" in text
+        assert not has_stop_button(message)  # type: ignore[arg-type]
+        assert scheduled(app) == [] and app.queue.count == 0
+        assert app.redis.get(owner_key(watch_id(CHANNEL, RUN))) is None
+
+
+def test_second_watch_joins_the_first_and_says_so_in_its_thread(app: SlackApp) -> None:
+    with cluster(app, pending()):
+        start_watch(app)
+        start_watch(app, user=BOB, extra="")
+        card(app)  # still exactly one card
+        [note] = replies(app)
+        assert note.startswith(f"👀 <@{BOB}> asked to watch `{RUN}` too and joined this watch")
+        assert "every 5 s" in note
+        assert len(scheduled(app)) == 1
+        state = load_state(app.redis, watch_id(CHANNEL, RUN))
+        assert state is not None and state.watchers == [ALICE, BOB]
+
+
+def test_stop_button_refuses_without_access_and_stops_with_it(app: SlackApp) -> None:
+    with cluster(app, pending()) as emu:
+        emu.forbid("get", "jobs", user="carol@example.com")
+        start_watch(app)
+
+        press_stop(app, CAROL, "carol")
+        [refusal] = [c for c in app.fake.calls_to("chat.postEphemeral") if c.params["user"] == CAROL]
+        assert "can stop it" in refusal.params["text"]
+        assert len(scheduled(app)) == 1 and has_stop_button(card(app)[1])
+
+        emu.clear_requests()
+        press_stop(app, BOB, "bob")
+        reviews = [r for r in emu.requests if r.path.endswith("/selfsubjectaccessreviews")]
+        assert [r.body["spec"]["resourceAttributes"] for r in reviews] == [
+            {"verb": "get", "resource": "jobs", "group": "batch", "namespace": k8s.NS, "name": RUN}]
+        assert reviews[0].header_values("Impersonate-User") == ["bob@example.com"]
+        _, message = card(app)
+        text = card_text(message["blocks"])
+        assert "⏹️ *Watching stopped*" in text and "*Stop watching* was pressed" in text
+        assert not has_stop_button(message)
+        assert f"⏹️ <@{BOB}> stopped watching `{RUN}`." in replies(app)
+        assert scheduled(app) == []  # the pending tick was dropped
+
+        # The requester may always stop; a press on a stopped watch is answered privately.
+        press_stop(app, ALICE, "alice")
+        assert any("already stopped" in c.params["text"] for c in app.fake.calls_to("chat.postEphemeral"))
+
+
+def test_message_not_found_ends_the_watch(app: SlackApp) -> None:
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        apply(emu, admitted())
+        app.fake.fail_next("chat.update", "message_not_found")
+        tick(app)
+        assert "⏹️ Stopped watching `train-a`: the card was deleted." in replies(app)
+        assert scheduled(app) == []
+        assert app.redis.get(owner_key(watch_id(CHANNEL, RUN))) is None
+        state = load_state(app.redis, watch_id(CHANNEL, RUN))
+        assert state is not None and state.stopped == "the card was deleted"
+
+
+def test_rate_limited_update_is_retried_once_after_retry_after(app: SlackApp) -> None:
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        apply(emu, admitted())
+        app.fake.rate_limit_next("chat.update", retry_after=1)
+        seconds = tick(app)
+        calls = app.fake.calls_to("chat.update")
+        assert [c.status for c in calls] == [429, 200]
+        assert seconds >= 1.0
+        assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
+
+
+def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
+    """`taubot worker` (a forking rq Worker with its scheduler) runs a tick and is SIGKILLed; the
+    next tick waits in Redis and a new worker carries the watch on from the state there."""
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        wid = watch_id(CHANNEL, RUN)
+        registry = ScheduledJobRegistry(queue=app.queue)
+        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), datetime.now(UTC))
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli", "worker"], cwd=REPO, env=dict(os.environ),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 20
+            while (load_state(app.redis, wid) or pytest.fail("state lost")).tick < 1:
+                assert time.monotonic() < deadline, "the worker never ran the tick"
+                time.sleep(0.05)
+        finally:
+            os.killpg(worker.pid, signal.SIGKILL)  # the worker and its scheduler process
+            worker.wait(timeout=10)
+        assert len(scheduled(app)) == 1  # tick #1 waits in Redis, not in the dead worker
+
+        # The dead scheduler's lock would expire by itself (interval + 60 s); expire it now.
+        app.redis.pexpire(RQScheduler.get_locking_key(app.queue.name), 1)
+        time.sleep(0.01)
+        apply(emu, admitted())
+        tick(app)
+        assert len(updates(app)) == 1
+        assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
+        assert replies(app) == ["*Kueue admission*: pending → done after at least 0s"]
+        state = load_state(app.redis, wid)
+        assert state is not None and state.tick == 2 and state.stopped is None
