@@ -34,3 +34,12 @@ def human_duration(seconds: float) -> str:
         return f"{h}h{m:02d}m" if m else f"{h}h"
     d, h = divmod(h, 24)
     return f"{d}d{h}h" if h else f"{d}d"
+
+
+def stamp(dt: datetime | None) -> str:
+    """`2026-11-30 10:00:10Z` — absolute, so a summary does not change as time passes.
+
+    A watched card is re-sent only when its text changes; an "N seconds ago" in a
+    summary would change it on every tick.
+    """
+    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if dt else "?"

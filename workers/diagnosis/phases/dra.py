@@ -11,7 +11,7 @@ from ..linkage import meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..patterns import DRA_UNALLOCATED
 from ..podfacts import is_terminal, kueue_gated, pod_created, pod_name
-from ..timeutil import parse_time
+from ..timeutil import parse_time, stamp
 from .common import PodVerdict, RunContext, aggregate, clip, result
 
 NAME = "DRA allocation"
@@ -66,10 +66,11 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
         since = since or pod_created(pod)
         age = (ctx.now - since).total_seconds() if since else GRACE_SECONDS + 1
         what = f"claim {claim_name}" if claim_name else f"claim for {entry} (not created yet)"
-        evidence = f"{name}: {what} unallocated for {int(age)}s"
+        evidence = f"{name}: {what} unallocated since {stamp(since)}"
         if age > GRACE_SECONDS:
             return PodVerdict(PhaseState.WARNING, DRA_UNALLOCATED,
-                              f"{what} unallocated for {int(age)}s (no matching device?)", evidence)
+                              f"{what} unallocated since {stamp(since)}, over {GRACE_SECONDS}s "
+                              "(no matching device?)", evidence)
         return PodVerdict(PhaseState.ACTIVE, DRA_UNALLOCATED, f"{what} being allocated", evidence)
     return PodVerdict(PhaseState.DONE, HEALTHY)
 

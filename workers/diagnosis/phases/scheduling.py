@@ -12,6 +12,7 @@ import re
 from ..models import Finding, PhaseResult, PhaseState
 from ..patterns import CLAIM_REASONS, DRA_UNALLOCATED, SCHEDULING, SCHEDULING_UNKNOWN, first_match
 from ..podfacts import condition, is_scheduled, is_terminal, kueue_gated, pod_created, pod_name
+from ..timeutil import stamp
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
 
 NAME = "Pod scheduling"
@@ -85,7 +86,8 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
             return PodVerdict(PhaseState.ACTIVE, DRA_UNALLOCATED,
                               "waiting for DRA claim allocation", evidence)
         return PodVerdict(PhaseState.WARNING, DRA_UNALLOCATED,
-                          f"cannot allocate all claims for {int(age)}s", evidence)
+                          f"cannot allocate all claims since {stamp(created)}, over "
+                          f"{DRA_GRACE_SECONDS}s", evidence)
     pattern = first_match(SCHEDULING, message)
     finding = pattern.finding if pattern else SCHEDULING_UNKNOWN
     label = pattern.label if pattern else "unschedulable"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..models import Finding, PhaseResult, PhaseState
-from ..timeutil import human_duration, parse_time
+from ..timeutil import parse_time, stamp
 from .common import RunContext, clip, result
 
 NAME = "Submitted"
@@ -51,6 +51,6 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
         return result(NAME, LAYER, PhaseState.WARNING, f"{ev.reason}: {clip(ev.message, 160)}",
                       INVALID, [f"event {ev.reason} on {ev.kind}/{ev.name}: {clip(ev.message)}"])
     created = parse_time((objs.run.get("metadata") or {}).get("creationTimestamp"))
-    age = f" {human_duration((ctx.now - created).total_seconds())} ago" if created else ""
+    age = f" at {stamp(created)}" if created else ""
     return result(NAME, LAYER, PhaseState.DONE,
                   f"{objs.kind} {objs.namespace}/{objs.name} created{age}", OK)
