@@ -21,21 +21,6 @@ def age_seconds(since: datetime | None, now: datetime) -> float | None:
     return None if since is None else (now - since).total_seconds()
 
 
-def human_duration(seconds: float) -> str:
-    """`45s`, `12m`, `3h20m`, `2d4h` — short enough for a phase line."""
-    s = int(max(seconds, 0))
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m"
-    h, m = divmod(m, 60)
-    if h < 24:
-        return f"{h}h{m:02d}m" if m else f"{h}h"
-    d, h = divmod(h, 24)
-    return f"{d}d{h}h" if h else f"{d}d"
-
-
 def stamp(dt: datetime | None) -> str:
     """`2026-11-30 10:00:10Z` — absolute, so a summary does not change as time passes.
 
