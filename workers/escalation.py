@@ -62,7 +62,7 @@ from slack_sdk.webhook import WebhookClient
 
 from workers.diagnosis.models import Diagnosis, Owner
 from workers.kube.client import Identity
-from workers.render.buttons import CardButton
+from workers.render.buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
 from workers.render.cards import MAX_HEADER_TEXT, RenderedCard, render_template
 from workers.render.mrkdwn import code, code_block, escape, plain
 from workers.settings import Settings
@@ -219,6 +219,12 @@ def load_record(conn: redis.Redis, record_id: str) -> StoredDiagnosis | None:
         return None
 
 
+def claim_of(conn: redis.Redis, record: StoredDiagnosis) -> Claim | None:
+    """The escalation (done or in progress) of a stored diagnosis's (run, layer, owner), if any."""
+    raw = conn.get(record.claim_key())
+    return Claim.model_validate_json(raw) if raw is not None else None
+
+
 def escalation_of(conn: redis.Redis, record_id: str) -> Claim | None:
     """The escalation (done or in progress) of the diagnosis behind a button, if any.
 
@@ -226,8 +232,20 @@ def escalation_of(conn: redis.Redis, record_id: str) -> Claim | None:
     escalation instead of offering the button again.
     """
     record = load_record(conn, record_id)
-    raw = conn.get(record.claim_key()) if record is not None else None
-    return Claim.model_validate_json(raw) if raw is not None else None
+    return claim_of(conn, record) if record is not None else None
+
+
+def escalated_note(claim: Claim) -> EscalatedNote | None:
+    """What a card shows for a finished escalation; None while it is still in progress (the
+    button stays: a press then answers privately who is escalating, and a failed attempt
+    leaves the card as it was).
+
+    The escalation job edits its card with this, and a `--watch` tick renders
+    it from the same claim: one source, so both write the same note.
+    """
+    if claim.state != "done":
+        return None
+    return EscalatedNote(owner=claim.owner, by=claim.by, at=claim.at, submitter=claim.owner == "researcher")
 
 
 # ------------------------------------------------------------- card time
@@ -478,7 +496,7 @@ def run_escalation(request: EscalateRequest, services: Services, *, now: datetim
     conn.set(key, done.model_dump_json(), ex=services.settings.escalation_ttl_seconds)
     write_audit(services.settings.audit_log, record, request, target=target, handoff_ts=handoff_ts, now=now)
     _note_thread(services.slack, record, request.user, target=target, submitter=submitter, link=link)
-    _update_card(services.slack, record, request, submitter=submitter, now=now)
+    _update_card(services, record, request, escalated_note(done))
     return EscalationOutcome("escalated", target=target, handoff_ts=handoff_ts)
 
 
@@ -670,22 +688,17 @@ def _note_thread(slack: WebClient, record: StoredDiagnosis, clicker: str, *, tar
         log.warning("escalation: thread note failed (%s); the handoff was posted", exc)
 
 
-def escalated_note(owner: str, clicker: str, when: datetime, *, submitter: bool = False) -> dict[str, Any]:
-    """The card's "Escalated to <owner> by @x at HH:MM" line, as a context block."""
-    fallback = when.astimezone(UTC).strftime("%H:%M UTC")
-    at = f"<!date^{int(when.timestamp())}^{{time}}|{fallback}>"
-    what = "Submitter notified" if submitter else f"Escalated to *{owner}*"
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": f"📣 {what} by <@{clicker}> at {at}"}]}
-
-
 def card_after_escalation(blocks: list[dict[str, Any]], note: dict[str, Any]) -> list[dict[str, Any]]:
     """The card's blocks without the Escalate button (other buttons stay), plus ``note``.
 
     Other elements of the actions block (e.g. *Stop watching*) are kept, and
     the block goes away only when the Escalate button was its last element.
+    An earlier note is replaced, not repeated.
     """
     out: list[dict[str, Any]] = []
     for block in blocks:
+        if block.get("block_id") == ESCALATED_BLOCK_ID:
+            continue
         if block.get("type") == "actions":
             elements = [e for e in block.get("elements") or [] if e.get("action_id") != ESCALATE_ACTION]
             if not elements:
@@ -695,21 +708,31 @@ def card_after_escalation(blocks: list[dict[str, Any]], note: dict[str, Any]) ->
     return [*out, note] if len(out) < 50 else out
 
 
-def _update_card(slack: WebClient, record: StoredDiagnosis, request: EscalateRequest, *,
-                 submitter: str | None, now: datetime) -> None:
-    """Edit the card in place with what Slack echoed of it in the press.
+def _update_card(services: Services, record: StoredDiagnosis, request: EscalateRequest,
+                 note: EscalatedNote | None) -> None:
+    """Show ``note`` on the card instead of the button.
 
-    Best effort: the handoff is already out, and a card that could not be
-    edited (deleted, too old) must not turn a done escalation into an error.
+    A card kept up to date by a `--watch` is edited by the watch, from its
+    own last render (`workers.watch.show_escalation`), so that its stored
+    hash matches the card and its ticks neither re-send nor undo the note.
+    Any other card is edited in place with what Slack echoed of it in the
+    press. Best effort: the handoff is already out, and a card that could
+    not be edited (deleted, too old) must not turn a done escalation into
+    an error.
     """
+    from workers.watch import show_escalation  # the watch imports this module
+
     card_ts = record.card_ts or request.message_ts
-    if not card_ts or not request.message_blocks:
+    if not card_ts or note is None:
         return
-    note = escalated_note(record.owner, request.user, now, submitter=submitter is not None)
-    blocks = card_after_escalation(request.message_blocks, note)
+    if show_escalation(services, record, card_ts, note):
+        return
+    if not request.message_blocks:
+        return
+    blocks = card_after_escalation(request.message_blocks, note.block())
     try:
-        slack.chat_update(channel=record.channel, ts=card_ts, blocks=blocks,
-                          text=request.message_text or "taubot phase card")
+        services.slack.chat_update(channel=record.channel, ts=card_ts, blocks=blocks,
+                                   text=request.message_text or "taubot phase card")
     except SlackApiError as exc:
         log.warning("escalation: card update failed (%s); the handoff was posted", exc)
 
@@ -818,6 +841,7 @@ __all__ = [
     "StoredDiagnosis",
     "button_label",
     "card_after_escalation",
+    "claim_of",
     "enqueue_escalation",
     "escalate_job",
     "escalated_note",

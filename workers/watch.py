@@ -28,6 +28,16 @@ when the hash moved.
 One watch per (channel, run): an owner key taken with SET NX; a second
 `--watch` of the same run in the same channel joins the running watch (its
 requester may then stop it too) and says so in that watch's thread.
+
+Escalate (issue 7) on a watched card: the state keeps the offer for the
+run's current (layer, owner) — the stored diagnosis and its signed button —
+and a new one is stored only when that pair changes, because the button's
+value is part of the card hash: a fresh offer per tick would re-send an
+unchanged card. Each tick asks whether the current pair was escalated and
+then shows who did it, and when, instead of the button. The escalation job
+edits a watched card through `show_escalation`, from the watch's own last
+render and under the watch's lock, so the card hash stays true and the next
+tick neither re-sends the card nor loses the note.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ import hashlib
 import logging
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from pydantic import BaseModel, Field
@@ -49,6 +59,16 @@ from slack_sdk.webhook import WebhookClient
 
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.profile import GpuProfile, utilization_sparkline
+from workers.escalation import (
+    Offer,
+    StoredDiagnosis,
+    claim_of,
+    escalated_note,
+    escalation_of,
+    load_record,
+    offer_escalation,
+    wants_handoff,
+)
 from workers.jobs import (
     Services,
     StatusOutcome,
@@ -58,11 +78,14 @@ from workers.jobs import (
     ensure_parent,
 )
 from workers.kube.client import Identity
-from workers.render.buttons import CardButton
+from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import PhaseCardContext, build_phase_card, render_phase_card
 from workers.render.mrkdwn import code, escape
 from workers.settings import load_settings
 from workers.slack_pacing import Rate, SlackPacer, workspace_scope
+
+if TYPE_CHECKING:
+    from workers.diagnosis.live import LiveResult
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +98,20 @@ HISTORY_POINTS = 20
 UPDATE_MAX_WAIT_SECONDS = 5.0
 FINAL_MAX_WAIT_SECONDS = 15.0
 TRANSITION_MAX_WAIT_SECONDS = 3.0
+ESCALATION_LOCK_WAIT_SECONDS = 10.0  # a tick holds the lock for seconds; past this the next tick shows it
 GONE = frozenset({"message_not_found", "channel_not_found", "is_archived", "thread_not_found"})
 
 
 # ------------------------------------------------------------------ state
+
+
+class WatchEscalation(BaseModel):
+    """The Escalate offer for the watched run's current (layer, owner), reused while they hold."""
+
+    layer: int
+    owner: str
+    record_id: str
+    button: CardButton
 
 
 class WatchState(BaseModel):
@@ -105,6 +138,7 @@ class WatchState(BaseModel):
     context: dict[str, Any] = Field(description="The last card's context, for the final card")
     updates: int = 0
     stopped: str | None = None
+    escalation: WatchEscalation | None = None
 
 
 def watch_id(channel: str, run: str) -> str:
@@ -180,10 +214,12 @@ def stop_button(wid: str) -> CardButton:
 
 
 def watch_context(
-    live: Any, operator_ok: bool, state: WatchState, *, now: datetime, reason: str | None
+    live: Any, operator_ok: bool, state: WatchState, *, now: datetime, reason: str | None,
+    escalate_button: CardButton | None = None, escalated: EscalatedNote | None = None,
 ) -> PhaseCardContext:
     """The phase card of one tick: the status card plus the watch footer, the Stop button while
-    the watch runs, and (with `--run-profile`) the utilization history of the past refreshes."""
+    the watch runs, and (with `--run-profile`) the utilization history of the past refreshes;
+    the Escalate button or, once pressed, the escalated note (`escalation_for`)."""
     context = build_phase_card(
         live.diagnosis,
         workspace=live.workspace,
@@ -193,8 +229,10 @@ def watch_context(
         diagnosed_at=None,  # the refresh time is `watch_updated`, outside the hash
         requests=live.requests,
         profile=live.profile,
+        escalate_button=escalate_button,
     )
     update: dict[str, Any] = {
+        "escalated": escalated,
         "watch_status": stopped_footer(reason, now) if reason else active_footer(state),
         "watch_updated": f"updated {_clock(now)}",
         "stop_button": None if reason else stop_button(state.id),
@@ -204,6 +242,40 @@ def watch_context(
         line = f"*Utilization, last {len(state.utilization)} refreshes* (avg over GPUs): `{spark}`"
         update["gpu_profile"] = f"{context.gpu_profile}\n{line}" if context.gpu_profile else line
     return context.model_copy(update=update)
+
+
+def escalation_for(services: Services, state: WatchState, live: LiveResult,
+                   now: datetime) -> tuple[CardButton | None, EscalatedNote | None]:
+    """The Escalate button for the run's current (layer, owner), or the note of its escalation.
+
+    A diagnosis is stored (`offer_escalation`) only when the pair changed, or
+    when no usable offer is kept (none could be made, or its record expired):
+    the same pair keeps the same button, so an unchanged run keeps the same
+    card hash. Updates ``state.escalation``; the caller saves the state.
+    """
+    d = live.diagnosis
+    if not wants_handoff(d):
+        return None, None
+    conn = services.redis
+    kept = state.escalation
+    same = kept is not None and (kept.layer, kept.owner) == (d.layer, d.owner)
+    record = load_record(conn, kept.record_id) if kept is not None and same else None
+    if kept is not None and record is not None:
+        claim = claim_of(conn, record)
+    else:
+        offer = offer_escalation(services, live, channel=state.request.channel,
+                                 thread_ts=state.parent_ts or None, requested_by=state.request.user,
+                                 now=now)
+        if offer is None:
+            state.escalation = None
+            return None, None
+        if state.card_ts:
+            offer.attach(state.card_ts)
+        kept = state.escalation = WatchEscalation(layer=d.layer, owner=d.owner, record_id=offer.record_id,
+                                                  button=offer.button)
+        claim = escalation_of(conn, offer.record_id)  # back to a pair escalated earlier in this watch
+    note = escalated_note(claim) if claim is not None else None
+    return (None, note) if note is not None else (kept.button, None)
 
 
 def average_utilization(profile: GpuProfile | None) -> float | None:
@@ -346,6 +418,7 @@ def _begin(request: StatusRequest, services: Services, wid: str, *, job: Job | N
     )
     if request.command.run_profile:
         state.utilization.append(average_utilization(live.profile))
+    button, escalated = escalation_for(services, state, live, now)
     record_phases(state, diagnosis, now)
     verdict = run_verdict(live, request.command.run)
     reason = None
@@ -353,8 +426,12 @@ def _begin(request: StatusRequest, services: Services, wid: str, *, job: Job | N
         reason = "taubot cannot post in this channel, so it cannot keep a card up to date here"
     elif verdict is not None:
         reason = f"the run has already finished ({verdict}); there is nothing to watch"
-    context = watch_context(live, operator_ok, state, now=now, reason=reason)
+    context = watch_context(live, operator_ok, state, now=now, reason=reason, escalate_button=button,
+                            escalated=escalated)
     card_ts = deliver(services.slack, request, parent_ts, render_phase_card(context), job)
+    if state.escalation is not None:
+        Offer(button=state.escalation.button, record_id=state.escalation.record_id,
+              conn=services.redis).attach(card_ts)
     outcome = StatusOutcome(parent_ts, card_ts, diagnosis.first_incomplete, diagnosis.layer, live.requests)
     if reason is not None:
         services.redis.delete(owner_key(wid))
@@ -419,7 +496,9 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
             reason = f"the {services.settings.watch_max_minutes}-minute limit was reached"
         state.run_kind = live.diagnosis.run.kind or state.run_kind
         state.namespace = live.namespace or state.namespace
-        context = watch_context(live, operator_ok, state, now=now, reason=reason)
+        button, escalated = escalation_for(services, state, live, now)
+        context = watch_context(live, operator_ok, state, now=now, reason=reason, escalate_button=button,
+                                escalated=escalated)
         changed = card_hash(context) != state.card_hash
         pacer = make_pacer(services)
         outcome = "unchanged"
@@ -516,6 +595,49 @@ def _end(services: Services, state: WatchState, reason: str, now: datetime, *, c
     state.card_hash = card_hash(context)
     state.context = context.model_dump(mode="json")
     save_state(conn, state, now)
+
+
+def show_escalation(services: Services, record: StoredDiagnosis, card_ts: str, note: EscalatedNote) -> bool:
+    """Called by the escalation job: True when ``card_ts`` is the card of a running watch, which
+    then shows ``note`` (or already does, or has moved on to another owner); False when the
+    job should edit the card itself.
+
+    The card is re-rendered from the watch's last render with the note for
+    the button, and the state remembers that render's hash, so the next
+    tick finds the card it would draw and sends nothing. If the watch is
+    busy past a short wait, False: the job's own edit shows the same note,
+    and the next tick re-sends the card once to make the hash true again.
+    """
+    conn = services.redis
+    wid = watch_id(record.channel, record.run)
+    lock = conn.lock(lock_name(wid), timeout=LOCK_TIMEOUT_SECONDS,
+                     blocking_timeout=ESCALATION_LOCK_WAIT_SECONDS)
+    if not lock.acquire():
+        return False
+    try:
+        state = load_state(conn, wid)
+        if state is None or state.stopped is not None or state.card_ts != card_ts:
+            return False
+        if state.escalation is None or state.escalation.record_id != record.id:
+            return True  # the card already offers the escalation of another (layer, owner)
+        context = PhaseCardContext.model_validate(state.context).model_copy(
+            update={"escalate_button": None, "escalated": note})
+        if card_hash(context) == state.card_hash:
+            return True  # a tick already drew it
+        card = render_phase_card(context)
+        make_pacer(services).acquire("chat.update", record.channel, max_wait=FINAL_MAX_WAIT_SECONDS)
+        try:
+            services.slack.chat_update(channel=record.channel, ts=card_ts, text=card.text, blocks=card.blocks)
+        except SlackApiError as exc:  # the next tick draws it (its hash still differs)
+            log.info("watch %s: escalated card not updated: %s", wid, _slack_error(exc))
+            return True
+        state.card_hash = card_hash(context)
+        state.context = context.model_dump(mode="json")
+        state.updates += 1
+        save_state(conn, state, datetime.now(UTC))
+        return True
+    finally:
+        lock.release()
 
 
 def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseException] | None,
@@ -626,6 +748,7 @@ __all__ = [
     "on_tick_failure",
     "run_stop",
     "run_tick",
+    "show_escalation",
     "start_watch",
     "stop_job",
     "watch_id",

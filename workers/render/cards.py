@@ -36,7 +36,7 @@ from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.models import Diagnosis, PhaseState
 from workers.diagnosis.profile import GpuProfile, profile_lines
 
-from .buttons import CardButton
+from .buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
 from .mrkdwn import code, code_block, escape, plain, slack_len
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -90,6 +90,7 @@ class PhaseCardContext(BaseModel):
     gpu_profile: str = ""
     notes: list[str] = []
     escalate_button: CardButton | None = None  # issue 7: Escalate to <owner>
+    escalated: EscalatedNote | None = None  # …and who escalated, once done (replaces the button)
     # issue 5 (`--watch`): footer line, refresh time (left out of the card hash) and Stop button
     watch_status: str = ""
     watch_updated: str = ""
@@ -364,7 +365,14 @@ def render_template(name: str, context: BaseModel) -> list[dict[str, Any]]:
 
 
 def render_phase_card(context: PhaseCardContext) -> RenderedCard:
-    return RenderedCard(text=context.fallback, blocks=render_template("phase_card.json.j2", context))
+    """The phase card. An escalated note is laid out and validated as its plain stand-in, then
+    swapped for the real block (its mention and date are our markup, which the validator's
+    "no raw `<`" rule is there to keep out of everything else)."""
+    blocks = render_template("phase_card.json.j2", context)
+    if context.escalated is not None:
+        note = context.escalated.block()
+        blocks = [note if block.get("block_id") == ESCALATED_BLOCK_ID else block for block in blocks]
+    return RenderedCard(text=context.fallback, blocks=blocks)
 
 
 def render_error_card(context: ErrorCardContext) -> RenderedCard:
