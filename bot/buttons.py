@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from redis import RedisError
 from rq import Queue
 from slack_bolt import Ack, App, Respond
 
+from bot.button_listener import ButtonListener, Resolver
 from bot.identity import Unmapped
 from workers.escalation import (
     ESCALATE_ACTION,
@@ -39,7 +39,6 @@ from workers.escalation import (
     signing_key,
     verify_value,
 )
-from workers.kube.client import Identity
 from workers.render.mrkdwn import escape
 from workers.settings import Settings
 
@@ -55,32 +54,17 @@ INTERNAL_ERROR = ("⚠️ taubot hit an internal error and did not escalate. Pre
                   "keeps failing, tell your TauGrid platform operator.")
 
 
-class Resolver(Protocol):
-    def resolve(self, slack_user_id: str) -> Identity | Unmapped: ...
-
-
-class EscalateButton:
+class EscalateButton(ButtonListener):
     """What happens after an Escalate press was acked; see the module docstring."""
+
+    name = "escalate"
+    failure_text = INTERNAL_ERROR
 
     def __init__(self, settings: Settings, resolver: Resolver, queue: Queue) -> None:
         self.settings = settings
         self.resolver = resolver
         self.queue = queue
         self.key = signing_key(settings)
-
-    def handle(self, body: dict[str, Any], respond: Callable[..., Any]) -> str:
-        """Returns what happened (for logs and tests); never raises."""
-        try:
-            outcome, text = self._handle(body)
-        except Exception:  # noqa: BLE001 - see module docstring
-            log.exception("escalate press failed before queueing")
-            outcome, text = "error", INTERNAL_ERROR
-        if text:
-            try:
-                respond(text=text, response_type="ephemeral", replace_original=False)
-            except Exception:  # noqa: BLE001 - nobody to raise to
-                log.exception("could not answer an escalate press")
-        return outcome
 
     def _handle(self, body: dict[str, Any]) -> tuple[str, str | None]:
         action = next((a for a in body.get("actions") or [] if a.get("action_id") == ESCALATE_ACTION), {})

@@ -16,16 +16,15 @@ Every failure the presser must hear about goes to the press's
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 from redis import RedisError
 from rq import Queue
 from slack_bolt import Ack, App, Respond
 
+from bot.button_listener import ButtonListener, Resolver
 from bot.identity import Unmapped
-from workers.kube.client import Identity
 from workers.watch import STOP_WATCHING_ACTION, StopRequest, enqueue_stop
 
 log = logging.getLogger(__name__)
@@ -35,31 +34,15 @@ QUEUE_DOWN = ("⚠️ taubot could not stop the watch: its job queue (Redis) is 
 NOT_A_WATCH = "⛔ This button does not name a watch taubot started, so nothing was stopped."
 
 
-class Resolver(Protocol):
-    def resolve(self, slack_user_id: str) -> Identity | Unmapped: ...
-
-
-class StopWatchingButton:
+class StopWatchingButton(ButtonListener):
     """What happens after a Stop watching press was acked."""
+
+    name = "stop watching"
+    failure_text = QUEUE_DOWN
 
     def __init__(self, resolver: Resolver, queue: Queue) -> None:
         self.resolver = resolver
         self.queue = queue
-
-    def handle(self, body: dict[str, Any], respond: Callable[..., Any]) -> str:
-        """Returns what happened (for logs and tests); never raises."""
-        text = ""
-        try:
-            outcome, text = self._handle(body)
-        except Exception:  # noqa: BLE001 - see module docstring
-            log.exception("stop watching press failed before queueing")
-            outcome, text = "error", QUEUE_DOWN
-        if text:
-            try:
-                respond(text=text, response_type="ephemeral", replace_original=False)
-            except Exception:  # noqa: BLE001 - nobody left to tell
-                log.exception("could not answer a stop watching press")
-        return outcome
 
     def _handle(self, body: dict[str, Any]) -> tuple[str, str]:
         action = (body.get("actions") or [{}])[0]

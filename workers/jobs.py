@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -144,6 +145,31 @@ def _enqueue(
     )
 
 
+def _enqueue_command(
+    queue: Queue,
+    job_fn: Callable[[dict[str, Any]], dict[str, Any]],
+    request_cls: type[CommandRequest],
+    command: Any,
+    identity: Identity,
+    channel: str,
+    user: str,
+    response_url: str | None,
+    *,
+    job_timeout: int,
+    retries: int,
+    requested_at: datetime | None,
+) -> Job:
+    request = request_cls(
+        command=command,
+        identity=identity,
+        channel=channel,
+        user=user,
+        response_url=response_url,
+        requested_at=requested_at or datetime.now(UTC),
+    )
+    return _enqueue(queue, job_fn, request, job_timeout=job_timeout, retries=retries)
+
+
 def enqueue_status(
     queue: Queue,
     command: StatusCommand,
@@ -157,15 +183,9 @@ def enqueue_status(
     requested_at: datetime | None = None,
 ) -> Job:
     """Queue a `/tau status` diagnosis; raises redis errors for the caller to report."""
-    request = StatusRequest(
-        command=command,
-        identity=identity,
-        channel=channel,
-        user=user,
-        response_url=response_url,
-        requested_at=requested_at or datetime.now(UTC),
-    )
-    return _enqueue(queue, status_job, request, job_timeout=job_timeout, retries=retries)
+    return _enqueue_command(queue, status_job, StatusRequest, command, identity, channel, user,
+                            response_url, job_timeout=job_timeout, retries=retries,
+                            requested_at=requested_at)
 
 
 def enqueue_workspace(
@@ -181,15 +201,9 @@ def enqueue_workspace(
     requested_at: datetime | None = None,
 ) -> Job:
     """Queue a `/tau workspace connection|status` check."""
-    request = WorkspaceRequest(
-        command=command,
-        identity=identity,
-        channel=channel,
-        user=user,
-        response_url=response_url,
-        requested_at=requested_at or datetime.now(UTC),
-    )
-    return _enqueue(queue, workspace_job, request, job_timeout=job_timeout, retries=retries)
+    return _enqueue_command(queue, workspace_job, WorkspaceRequest, command, identity, channel, user,
+                            response_url, job_timeout=job_timeout, retries=retries,
+                            requested_at=requested_at)
 
 
 # ------------------------------------------------------------ the threads
