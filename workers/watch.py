@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from pydantic import BaseModel, Field
+from redis.client import Pipeline
 from rq import Callback, Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
@@ -167,7 +168,7 @@ def load_state(conn: redis.Redis, wid: str) -> WatchState | None:
     return WatchState.model_validate_json(raw) if raw else None
 
 
-def save_state(conn: redis.Redis, state: WatchState, now: datetime) -> None:
+def save_state(conn: redis.Redis | Pipeline, state: WatchState, now: datetime) -> None:
     """Kept until a day after the deadline: long enough for any tick or late button press."""
     ttl = max(60, int((state.deadline - now).total_seconds()) + STATE_TTL_AFTER_END)
     conn.set(state_key(state.id), state.model_dump_json(), ex=ttl)
@@ -338,7 +339,8 @@ def make_pacer(services: Services) -> SlackPacer:
                       update_rate=Rate(per_minute / 60.0, burst=max(1, min(5, per_minute // 10))))
 
 
-def schedule_tick(services: Services, state: WatchState, *, delay: float | None = None) -> Job:
+def schedule_tick(services: Services, state: WatchState, *, delay: float | None = None,
+                  pipeline: Pipeline | None = None) -> Job:
     """The next tick, in rq's ScheduledJobRegistry: any worker with a scheduler runs it."""
     queue = Queue(services.settings.queue_name, connection=services.redis)
     return queue.enqueue_in(
@@ -353,7 +355,21 @@ def schedule_tick(services: Services, state: WatchState, *, delay: float | None 
         result_ttl=60,
         failure_ttl=24 * 3600,
         description=f"watch {state.request.command.run} in {state.request.channel} #{state.tick}",
+        pipeline=pipeline,
     )
+
+
+def advance(services: Services, state: WatchState, now: datetime) -> None:
+    """Save the state and schedule its next tick in one Redis transaction.
+
+    Two separate writes would let a worker killed between them leave a state
+    whose next tick was never scheduled (the watch silently stops), or a tick
+    that finds the state one number behind and skips itself as stale.
+    """
+    with services.redis.pipeline(transaction=True) as pipe:
+        save_state(pipe, state, now)
+        schedule_tick(services, state, pipeline=pipe)
+        pipe.execute()
 
 
 def _slack_error(exc: SlackApiError) -> str | None:
@@ -439,8 +455,7 @@ def _begin(request: StatusRequest, services: Services, wid: str, *, job: Job | N
     state.card_ts = card_ts
     state.card_hash = card_hash(context)
     state.context = context.model_dump(mode="json")
-    save_state(services.redis, state, now)
-    schedule_tick(services, state)
+    advance(services, state, now)
     log.info("watch %s started: %s in %s every %ss", wid, request.command.run, request.channel, interval)
     return outcome
 
@@ -512,8 +527,7 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
             _end(services, state, reason, now, card_updated=outcome in ("updated", "gone"))
         else:
             state.tick += 1
-            save_state(conn, state, now)
-            schedule_tick(services, state)
+            advance(services, state, now)
         return {"watch": wid, "tick": tick, "card": outcome, "stopped": reason}
 
 
