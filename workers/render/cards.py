@@ -22,6 +22,7 @@ violation is a bug in this module and raises `CardError`; it is never posted.
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -39,7 +40,20 @@ from workers.diagnosis.profile import GpuProfile, profile_lines
 from .buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
 from .mrkdwn import code, code_block, escape, plain, slack_len
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+
+def _templates_dir() -> Path:
+    """`templates/` of the source tree, else the copy a wheel installs under `share/taubot/`.
+
+    The repository layout keeps templates at the top level; an image built from a
+    wheel (non-editable install) has no source tree, so pyproject ships them as data.
+    """
+    source = Path(__file__).resolve().parents[2] / "templates"
+    if source.is_dir():
+        return source
+    return Path(sys.prefix) / "share" / "taubot" / "templates"
+
+
+TEMPLATES_DIR = _templates_dir()
 
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000
