@@ -239,3 +239,13 @@ def test_dra_30s_rule_uses_callers_now() -> None:
     young = Case("young", objs, DRA, "active", now=k8s.T0 + timedelta(seconds=35)).check()
     assert young.first_incomplete == "Pod scheduling"
     Case("old", objs, DRA, "warning", now=k8s.T0 + timedelta(seconds=41)).check()
+
+
+def test_failed_job_pod_is_never_called_ready() -> None:
+    # Job failed (BackoffLimitExceeded) with its failed pod still present (k8s.job_failed shape).
+    j = k8s.job("train", conditions=k8s.job_failed(), failed=1)
+    p = k8s.job_pod(j, node=NODE, containers=[k8s.terminated("trainer", exit_code=1)])
+    d = Case("failed", lambda: [j, k8s.workload(j, state="finished_failed"), p], START, "warning",
+             first=START, owner="researcher").check()
+    assert "ready" not in d.phase(READY).summary.replace("never ready", "")
+    assert "see Container start" in d.phase(READY).summary

@@ -79,7 +79,12 @@ def _judge_finished(ctx: RunContext, results: dict[str, PhaseResult]) -> None:
             continue
         if phase.state is PhaseState.WARNING and (keep_warnings or name == submitted.NAME):
             continue  # a spec KubeRay rejected (ValidationFailed) stays a layer-3 answer
-        note = "run succeeded" if verdict == "succeeded" else "run finished; see RayJob status"
+        if verdict == "succeeded":
+            note = "run succeeded"
+        elif ctx.objs.kind == "RayJob":
+            note = "run failed; see RayJob status"
+        else:
+            note = "run failed; see Container start"
         results[name] = phase.model_copy(update={
             "state": PhaseState.DONE,
             "summary": f"{phase.summary} ({note})" if phase.state is PhaseState.WARNING

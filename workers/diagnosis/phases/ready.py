@@ -24,8 +24,10 @@ PROBE_FAILING = Finding(
 
 
 def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
-    if pod_phase(pod) in ("Succeeded", "Failed"):
+    if pod_phase(pod) == "Succeeded":
         return PodVerdict(PhaseState.DONE, HEALTHY)
+    if pod_phase(pod) == "Failed":  # its failure is Container start's evidence, not readiness
+        return PodVerdict(PhaseState.PENDING, HEALTHY, "pod failed, never ready")
     if not is_scheduled(pod):
         return PodVerdict(PhaseState.PENDING, HEALTHY, "pod not scheduled yet")
     probe_events = [e for e in ctx.pod_events(pod, ["Unhealthy"])
