@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -160,8 +161,18 @@ def explaining_pods(objs: RunObjects, diagnosis: Diagnosis, now: datetime, limit
     return []
 
 
+@dataclass
+class Collected:
+    """What `collect` gathered; `diagnosis` is set when it already evaluated exactly these objects."""
+
+    objects: list[dict]
+    gaps: dict[str, ReadGap]
+    tauworkspace: dict | ReadError
+    diagnosis: Diagnosis | None = None
+
+
 async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
-                  tauworkspace: str) -> tuple[list[dict], dict[str, ReadGap], dict | ReadError]:
+                  tauworkspace: str) -> Collected:
     """Gather the run's objects in three concurrent rounds; errors become gaps, never silence."""
     gaps: dict[str, ReadGap] = {}
     objects: list[dict] = []
@@ -183,11 +194,11 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
         reader.get(resource_path("batch", "v1", "jobs", namespace, run)),
     )
     if isinstance(tw, ReadError) or ((tw.get("status") or {}).get("phase") != "Ready"):
-        return [], {}, tw
+        return Collected([], {}, tw)
     rayjob_items = keep("rayjobs", rayjob)
     job_items = keep("jobs", job)
     if not rayjob_items and not job_items:
-        return objects, gaps, tw
+        return Collected(objects, gaps, tw)
     is_rayjob = bool(rayjob_items)  # a RayJob wins; a Job of its name is its submitter
     run_obj = (rayjob_items or job_items)[0]
 
@@ -225,7 +236,7 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
     # explain the first incomplete phase.
     prelim = evaluate(objects, run, now, namespace, gaps)
     if not needs_events(prelim):
-        return objects, gaps, tw
+        return Collected(objects, gaps, tw, prelim)
     explain = explaining_pods(find_run(objects, run, namespace), prelim, now)
     events_path = resource_path("", "v1", "events", namespace)
     calls3 = {}
@@ -233,10 +244,12 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
         name = (pod.get("metadata") or {}).get("name")
         selector = f"involvedObject.kind=Pod,involvedObject.name={name}"
         calls3[f"events:{i}"] = reader.list(events_path, field_selector=selector, limit=PAGE_SIZE)
+    before = (len(objects), len(gaps))
     if calls3:
         for key, got in zip(calls3, await asyncio.gather(*calls3.values()), strict=True):
             keep(key.split(":")[0], got)
-    return objects, gaps, tw
+    unchanged = (len(objects), len(gaps)) == before
+    return Collected(objects, gaps, tw, prelim if unchanged else None)
 
 
 async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
@@ -259,7 +272,8 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
     api = await make_user_client(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
-        objects, gaps, tw = await collect(reader, ns, run, now, tauworkspace_path(ws))
+        collected = await collect(reader, ns, run, now, tauworkspace_path(ws))
+        objects, tw = collected.objects, collected.tauworkspace
         gpu_profile: GpuProfile | None = None
         if profile and isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready":
             gpu_profile = await collect_profile(reader, find_run(objects, run, ns))
@@ -273,7 +287,7 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
         if profile:
             gpu_profile = _layer_profile(report)
     else:
-        diagnosis = evaluate(objects, run, now, ns, gaps)
+        diagnosis = collected.diagnosis or evaluate(objects, run, now, ns, collected.gaps)
     return LiveResult(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
                       requests=reader.requests_made, objects=objects, layer_report=report,
                       profile=gpu_profile)
