@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot.identity import Unmapped
-from workers.kube.client import Identity
+from workers.contracts.identity import Identity
 
 log = logging.getLogger(__name__)
 

@@ -1,50 +1,37 @@
 """The *Escalate* button's listener: ack at once, check the value, resolve the clicker, enqueue.
 
-Why the split between here and `workers/escalation.py`: Slack wants an
-interaction acked within 3 seconds, and the escalation itself needs a
-Kubernetes access review (nothing in `bot/` talks to Kubernetes) and several
-Slack calls. So the listener acks first and then, after the ack has gone
-out (Bolt answers the HTTP request as soon as ``ack()`` is called), does only
-what is fast or must happen before queueing:
+Slack wants an interaction acked within 3 seconds, and the escalation itself
+needs a Kubernetes access review (nothing in `bot/` talks to Kubernetes) and
+several Slack calls. So the listener acks first and then does only what is
+fast or must happen before queueing:
 
 * refuse a value we did not sign — a tampered button never reaches Redis or
   the queue;
 * resolve the clicker's Kubernetes identity, exactly as `/tau` does, so an
   unmapped user is told why at once and the worker impersonates the right
   person;
-* enqueue one rq job with the press (ids and Slack's echo of the card only).
-
-Every outcome the user must hear about goes to the press's ``response_url``
-as an ephemeral message; no exception escapes (an escaped exception is a
-silent failure for the user).
+* enqueue one job with the press (ids only; the card is re-rendered from
+  what taubot stored, never from what Slack echoes back).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from datetime import UTC, datetime
 from typing import Any
 
 from redis import RedisError
-from rq import Queue
-from slack_bolt import Ack, App, Respond
 
 from bot.button_listener import ButtonListener, Resolver
 from bot.identity import Unmapped
-from workers.escalation import (
-    ESCALATE_ACTION,
-    EscalateRequest,
-    enqueue_escalation,
-    signing_key,
-    verify_value,
-)
+from workers.contracts.ids import ESCALATE_ACTION, SLACK_USER
+from workers.contracts.requests import EscalateRequest
+from workers.contracts.signing import verify_value
+from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import escape
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
-
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
 
 TAMPERED = ("⛔ taubot did not issue this button (its value does not carry taubot's signature), "
             "so nothing was escalated.")
@@ -60,18 +47,18 @@ class EscalateButton(ButtonListener):
     name = "escalate"
     failure_text = INTERNAL_ERROR
 
-    def __init__(self, settings: Settings, resolver: Resolver, queue: Queue) -> None:
+    def __init__(self, settings: Settings, resolver: Resolver, queue: JobQueue) -> None:
         self.settings = settings
         self.resolver = resolver
         self.queue = queue
-        self.key = signing_key(settings)
+        self.key = settings.button_key()
 
     def _handle(self, body: dict[str, Any]) -> tuple[str, str | None]:
         action = next((a for a in body.get("actions") or [] if a.get("action_id") == ESCALATE_ACTION), {})
         record_id = verify_value(self.key, action.get("value"))
         user = str((body.get("user") or {}).get("id") or "")
-        if record_id is None or not _SLACK_USER.match(user):
-            log.warning("escalate press by %r refused: value not signed by taubot", user)
+        if record_id is None or not SLACK_USER.match(user):
+            log.warning("escalate press by %r refused: value not signed by taubot", user[:20])
             return "tampered", TAMPERED
         identity = self.resolver.resolve(user)
         if isinstance(identity, Unmapped):
@@ -80,31 +67,17 @@ class EscalateButton(ButtonListener):
         container = body.get("container") or {}
         message = body.get("message") or {}
         request = EscalateRequest(
-            record_id=record_id,
-            user=user,
-            identity=identity,
-            response_url=body.get("response_url"),
+            record_id=record_id, user=user, identity=identity, response_url=body.get("response_url"),
             channel=(body.get("channel") or {}).get("id") or container.get("channel_id"),
             message_ts=container.get("message_ts") or message.get("ts"),
-            message_text=str(message.get("text") or ""),
-            message_blocks=list(message.get("blocks") or []),
             pressed_at=datetime.now(UTC),
         )
         try:
-            enqueue_escalation(self.queue, request, job_timeout=self.settings.job_timeout_seconds)
+            enqueue_request(self.queue, request, timeout=self.settings.job_timeout_seconds)
         except RedisError as exc:
             log.warning("escalate enqueue failed, Redis unreachable: %s", exc)
             return "queue-down", QUEUE_DOWN
         return "queued", None
 
 
-def register_escalation(app: App, button: EscalateButton) -> None:
-    """Register before the catch-all button listener: Bolt runs the first listener that matches."""
-
-    @app.action(ESCALATE_ACTION)
-    def on_escalate(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
-        ack()
-        button.handle(body, respond)
-
-
-__all__ = ["EscalateButton", "register_escalation"]
+__all__ = ["EscalateButton"]

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from workers.kube.client import Identity
+from workers.contracts.identity import Identity
 
 log = logging.getLogger(__name__)
 

@@ -194,6 +194,11 @@ class Settings(BaseSettings):
             object.__setattr__(self, "button_signing_key", self.slack_signing_secret)
         return self
 
+    def button_key(self) -> bytes | None:
+        """The HMAC key of button values (the signing secret by default); None: no buttons."""
+        key = self.button_signing_key
+        return key.get_secret_value().encode() if key is not None else None
+
     @classmethod
     def settings_customise_sources(
         cls,

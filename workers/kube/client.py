@@ -35,38 +35,14 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import rest
 from multidict import CIMultiDict
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from workers.contracts.identity import Identity
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 
 _IMPERSONATION_PREFIX = "impersonate-"
-
-
-class Identity(BaseModel):
-    """A Kubernetes user and its groups, as kubectl's ``--as``/``--as-group`` take them."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    user: str = Field(min_length=1)
-    groups: tuple[str, ...] = ()
-
-    @field_validator("user")
-    @classmethod
-    def _user_is_header_safe(cls, value: str) -> str:
-        """Reject blank names and header-breaking characters before they reach HTTP."""
-        if not value.strip() or any(c in value for c in "\r\n\0"):
-            raise ValueError("user must be a non-blank single-line string")
-        return value
-
-    @field_validator("groups")
-    @classmethod
-    def _groups_are_header_safe(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        """Each group travels as its own header value, so each must be non-empty, one line."""
-        for group in value:
-            if not group.strip() or any(c in group for c in "\r\n\0"):
-                raise ValueError(f"invalid group name {group!r}")
-        return value
 
 
 class ClusterTarget(BaseModel):

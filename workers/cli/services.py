@@ -12,11 +12,12 @@ import argparse
 import logging
 from typing import Any
 
+from .errors import UsageError
+from .registry import subcommand
+
 
 def ServiceConfigError(message: str) -> Exception:  # noqa: N802 - reads as the exception it builds
     """A service cannot start with this configuration: the CLI's `UsageError` (one line, exit 2)."""
-    from workers.cli import UsageError
-
     return UsageError(message)
 
 
@@ -71,26 +72,25 @@ def cmd_serve_socket(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """An rq worker with the scheduler on, because `Retry(interval=…)` needs it."""
-    from redis import Redis
-    from rq import Queue, SimpleWorker, Worker
+    from rq import SimpleWorker, Worker
 
     _logging()
     settings = _settings()
-    # Import the job code once here: rq forks a work horse per job, and a child that
-    # imports the Kubernetes client, Jinja and the engine itself pays ~0.3 s per command.
-    import workers.diagnosis.live  # noqa: F401
+    # Build the process's Services and import the job code once, here: rq forks a work horse
+    # per job, and a child that imported the Kubernetes client, Jinja and the engine itself
+    # would pay ~0.3 s per command.
     import workers.jobs  # noqa: F401
-    import workers.operator_access  # noqa: F401
-    import workers.render.cards  # noqa: F401
-    import workers.watch  # noqa: F401 - `--watch` ticks are the most frequent jobs
+    from workers.services import Services, install
 
-    conn = Redis.from_url(settings.redis_url)
+    services = Services.for_slack(settings)
+    install(services)
     worker_class = SimpleWorker if args.in_process else Worker
-    worker = worker_class([Queue(settings.queue_name, connection=conn)], connection=conn)
+    worker = worker_class([services.queue.rq], connection=services.redis)  # type: ignore[attr-defined]
     worker.work(burst=args.burst, with_scheduler=True)
     return 0
 
 
+@subcommand
 def add_service_commands(sub: Any) -> None:
     """Add `serve` and `worker` to the `taubot` subcommand parser ``sub``."""
     serve = sub.add_parser("serve", help="run the Slack front end")

@@ -1,7 +1,8 @@
-"""`taubot` command line: diagnose, workspace checks, and the long-running services.
+"""`taubot diagnose` and `taubot examples`: the phase tree from a dump, a bundled example, or live.
 
 Bad input is the user's, not a crash: it exits 2 with one line on stderr and
 no traceback. A diagnosis that was made exits 0 whatever it found.
+`--from-file` never imports the Kubernetes client (cold start matters here).
 """
 
 from __future__ import annotations
@@ -12,24 +13,18 @@ import re
 import sys
 from datetime import UTC, datetime
 from importlib import resources
-from typing import NoReturn
+from typing import Any
 
-from .diagnosis.evaluate import evaluate
-from .diagnosis.models import Diagnosis
-from .diagnosis.render_text import render_text
-from .diagnosis.snapshot import SnapshotError, load_snapshot_file, parse_snapshot
+from workers.diagnosis.evaluate import evaluate
+from workers.diagnosis.models import Diagnosis
+from workers.diagnosis.render_text import render_text
+from workers.diagnosis.snapshot import SnapshotError, load_snapshot_file, parse_snapshot
+
+from .errors import UsageError
+from .registry import subcommand
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DEFAULT_EXAMPLE = "l5-rayjob-head-crashloop"
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def valid_run_name(name: str) -> str:
@@ -101,21 +96,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         return 0
     if not args.workspace:
         raise UsageError("diagnose needs --from-file DUMP or --workspace W")
-    from .live_cli import diagnose_live  # the live path pulls in the Kubernetes client
+    from .live import diagnose_live  # the live path pulls in the Kubernetes client
 
     return diagnose_live(args, run, now, _emit)
 
 
-def cmd_workspace(args: argparse.Namespace) -> int:
-    from .live_cli import cmd_workspace as run_workspace
 
-    return run_workspace(args)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="taubot", description="Diagnose stuck TauGrid training runs.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
+@subcommand
+def add(sub: Any) -> None:
     d = sub.add_parser("diagnose", help="walk a run's lifecycle phase tree")
     d.add_argument("run", nargs="?", help="run name (RayJob or Job)")
     d.add_argument("--from-file", metavar="DUMP", help="kubectl get -o json|yaml output")
@@ -134,46 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add live GPU telemetry from dcgm-exporter (needs --workspace)")
     d.set_defaults(func=cmd_diagnose)
 
-    w = sub.add_parser("workspace", help="layer 1–2 checks of a workspace")
-    wsub = w.add_subparsers(dest="workspace_command", required=True, parser_class=_Parser)
-    conn = wsub.add_parser("connection", help="layer 1: descriptor, reachability, access")
-    conn.add_argument("--workspace", help="workspace name (default: the only descriptor)")
-    conn.add_argument("--offline", action="store_true", help="check only local descriptor resolution")
-    for name, text in (("status", "layer 2: TauWorkspace readiness and PVC blob-training"),
-                       ("check", "like status, but exit non-zero unless Ready")):
-        p = wsub.add_parser(name, help=text)
-        p.add_argument("name", help="workspace name")
-    for p in (conn, wsub.choices["status"], wsub.choices["check"]):
-        p.add_argument("--workspaces-dir", help="directory of WorkspaceConnection descriptors")
-        p.add_argument("--as", dest="as_user", metavar="USER", help="impersonate USER")
-        p.add_argument("--as-group", dest="as_groups", action="append", default=[], metavar="GROUP")
-        p.add_argument("--format", choices=("text", "json"), default="text")
-    w.set_defaults(func=cmd_workspace)
-
     e = sub.add_parser("examples", help="list the bundled example dumps")
     e.set_defaults(func=lambda args: print("\n".join(example_names())) or 0)
 
-    from .service_cli import add_service_commands  # serve http|socket, worker (imports stay lazy)
-
-    add_service_commands(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
-    except UsageError as exc:
-        print(f"taubot: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    # Re-enter through the package so `python -m workers.cli` shares one UsageError class
-    # with the modules it imports lazily.
-    from workers.cli import main as package_main
-
-    sys.exit(package_main())

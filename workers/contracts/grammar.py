@@ -1,4 +1,4 @@
-"""The `/tau` grammar: slash-command text in, a typed command (or a `UsageError`) out.
+"""The `/tau` grammar: slash-command text in, a typed command (or a `CommandError`) out.
 
 Why a hand-written parser and not argparse: argparse prints to stderr, exits
 the process and phrases errors for terminals; a Slack user needs one short
@@ -23,90 +23,23 @@ Rules, all of them pinned by tests:
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Literal
+from .commands import (
+    DESCRIPTIONS,
+    DNS1123_LABEL,
+    MAX_INTERVAL_SECONDS,
+    MIN_INTERVAL_SECONDS,
+    USAGE,
+    Command,
+    HelpCommand,
+    StatusCommand,
+    WorkspaceConnectionCommand,
+    WorkspaceStatusCommand,
+)
 
-from pydantic import BaseModel, ConfigDict, Field
-
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-MIN_INTERVAL_SECONDS = 5
-MAX_INTERVAL_SECONDS = 600
 _MAX_ECHO = 60  # how much of a bad word is quoted back
 
-Dns1123 = Annotated[str, Field(pattern=DNS1123_LABEL.pattern, max_length=63)]
 
-
-class _Command(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class StatusCommand(_Command):
-    """`/tau status <run> [--watch] [--run-profile] [--workspace W] [--interval N]`."""
-
-    verb: Literal["status"] = "status"
-    run: Dns1123
-    watch: bool = False
-    run_profile: bool = False
-    workspace: Dns1123 | None = None
-    interval: int | None = Field(default=None, ge=MIN_INTERVAL_SECONDS, le=MAX_INTERVAL_SECONDS)
-
-    def display(self) -> str:
-        """The command as the user would retype it, for the parent message and error cards."""
-        parts = ["/tau status", self.run]
-        if self.workspace:
-            parts += ["--workspace", self.workspace]
-        if self.watch:
-            parts.append("--watch")
-        if self.interval is not None:
-            parts += ["--interval", str(self.interval)]
-        if self.run_profile:
-            parts.append("--run-profile")
-        return " ".join(parts)
-
-
-class HelpCommand(_Command):
-    """`/tau help` (also an empty `/tau`)."""
-
-    verb: Literal["help"] = "help"
-
-
-class WorkspaceConnectionCommand(_Command):
-    """`/tau workspace connection [--workspace W]`: layer 1 on its own."""
-
-    verb: Literal["workspace connection"] = "workspace connection"
-    workspace: Dns1123 | None = None
-
-    def display(self) -> str:
-        return "/tau workspace connection" + (f" --workspace {self.workspace}" if self.workspace else "")
-
-
-class WorkspaceStatusCommand(_Command):
-    """`/tau workspace status <name>`: layer 2 on its own."""
-
-    verb: Literal["workspace status"] = "workspace status"
-    workspace: Dns1123
-
-    def display(self) -> str:
-        return f"/tau workspace status {self.workspace}"
-
-
-Command = StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand
-
-USAGE: dict[str, str] = {
-    "status": "/tau status <run> [--workspace W] [--watch [--interval N]] [--run-profile]",
-    "workspace connection": "/tau workspace connection [--workspace W]",
-    "workspace status": "/tau workspace status <workspace>",
-    "help": "/tau help",
-}
-DESCRIPTIONS: dict[str, str] = {
-    "status": "diagnose a run: the first lifecycle phase that is not done, who owns it, what to do",
-    "workspace connection": "check that taubot can reach your workspace's cluster as you (layer 1)",
-    "workspace status": "check that a TauWorkspace is Ready (layer 2)",
-    "help": "this list",
-}
-
-
-class UsageError(ValueError):
+class CommandError(ValueError):
     """Bad `/tau` input. `str()` names the mistake; `usage` is what to type instead."""
 
     def __init__(self, message: str, verb: str | None = None) -> None:
@@ -129,7 +62,7 @@ def _echo(word: str) -> str:
 
 def _check_name(value: str, what: str, verb: str) -> str:
     if not DNS1123_LABEL.match(value):
-        raise UsageError(
+        raise CommandError(
             f"invalid {what} {_echo(value)}: a {what} is a DNS-1123 label (lowercase letters, "
             "digits and '-', starting and ending with a letter or digit, at most 63 characters)",
             verb,
@@ -162,7 +95,7 @@ def _options(words: list[str], verb: str) -> tuple[list[str], dict[str, str | bo
         name, eq, inline = word.partition("=")
         if name in _BOOL_FLAGS[verb]:
             if eq:
-                raise UsageError(f"{name} takes no value", verb)
+                raise CommandError(f"{name} takes no value", verb)
             value: str | bool = True
         elif name in _VALUE_FLAGS[verb]:
             if eq:
@@ -171,13 +104,13 @@ def _options(words: list[str], verb: str) -> tuple[list[str], dict[str, str | bo
                 value = words[i]
                 i += 1
             else:
-                raise UsageError(f"{name} needs a value", verb)
+                raise CommandError(f"{name} needs a value", verb)
             if not value:
-                raise UsageError(f"{name} needs a value", verb)
+                raise CommandError(f"{name} needs a value", verb)
         else:
-            raise UsageError(f"unknown option {_echo(name)} for `/tau {verb}`", verb)
+            raise CommandError(f"unknown option {_echo(name)} for `/tau {verb}`", verb)
         if name in flags:
-            raise UsageError(f"{name} given twice", verb)
+            raise CommandError(f"{name} given twice", verb)
         flags[name] = value
     return positionals, flags
 
@@ -186,9 +119,10 @@ def _interval(text: str) -> int:
     try:
         seconds = int(text)
     except ValueError:
-        raise UsageError(f"invalid --interval {_echo(text)}: give whole seconds, e.g. 30", "status") from None
+        raise CommandError(f"invalid --interval {_echo(text)}: give whole seconds, e.g. 30",
+                           "status") from None
     if not MIN_INTERVAL_SECONDS <= seconds <= MAX_INTERVAL_SECONDS:
-        raise UsageError(
+        raise CommandError(
             f"invalid --interval {seconds}: between {MIN_INTERVAL_SECONDS} and "
             f"{MAX_INTERVAL_SECONDS} seconds",
             "status",
@@ -199,14 +133,14 @@ def _interval(text: str) -> int:
 def _parse_status(words: list[str]) -> StatusCommand:
     positionals, flags = _options(words, "status")
     if not positionals:
-        raise UsageError("missing run name", "status")
+        raise CommandError("missing run name", "status")
     if len(positionals) > 1:
-        raise UsageError(f"unexpected argument {_echo(positionals[1])}", "status")
+        raise CommandError(f"unexpected argument {_echo(positionals[1])}", "status")
     run = _check_name(positionals[0], "run name", "status")
     workspace = flags.get("--workspace")
     interval = flags.get("--interval")
     if interval is not None and not flags.get("--watch"):
-        raise UsageError("--interval only applies with --watch", "status")
+        raise CommandError("--interval only applies with --watch", "status")
     return StatusCommand(
         run=run,
         watch=bool(flags.get("--watch")),
@@ -218,12 +152,12 @@ def _parse_status(words: list[str]) -> StatusCommand:
 
 def _parse_workspace(words: list[str]) -> WorkspaceConnectionCommand | WorkspaceStatusCommand:
     if not words:
-        raise UsageError("`/tau workspace` needs `connection` or `status <workspace>`", "workspace")
+        raise CommandError("`/tau workspace` needs `connection` or `status <workspace>`", "workspace")
     sub, rest = words[0], words[1:]
     if sub == "connection":
         positionals, flags = _options(rest, "workspace connection")
         if positionals:
-            raise UsageError(f"unexpected argument {_echo(positionals[0])}", "workspace connection")
+            raise CommandError(f"unexpected argument {_echo(positionals[0])}", "workspace connection")
         workspace = flags.get("--workspace")
         return WorkspaceConnectionCommand(
             workspace=_check_name(str(workspace), "workspace name", "workspace connection")
@@ -233,28 +167,28 @@ def _parse_workspace(words: list[str]) -> WorkspaceConnectionCommand | Workspace
     if sub == "status":
         positionals, _ = _options(rest, "workspace status")
         if not positionals:
-            raise UsageError("missing workspace name", "workspace status")
+            raise CommandError("missing workspace name", "workspace status")
         if len(positionals) > 1:
-            raise UsageError(f"unexpected argument {_echo(positionals[1])}", "workspace status")
+            raise CommandError(f"unexpected argument {_echo(positionals[1])}", "workspace status")
         return WorkspaceStatusCommand(
             workspace=_check_name(positionals[0], "workspace name", "workspace status")
         )
-    raise UsageError(f"unknown workspace command {_echo(sub)}", "workspace")
+    raise CommandError(f"unknown workspace command {_echo(sub)}", "workspace")
 
 
 def parse(text: str) -> Command:
-    """Parse the text after `/tau`; raises `UsageError` for anything it does not understand."""
+    """Parse the text after `/tau`; raises `CommandError` for anything it does not understand."""
     words = _split(text or "")
     if not words or words[0] in ("help", "--help", "-h"):
         if len(words) > 1:
-            raise UsageError(f"unexpected argument {_echo(words[1])}", "help")
+            raise CommandError(f"unexpected argument {_echo(words[1])}", "help")
         return HelpCommand()
     verb, rest = words[0].lower(), words[1:]
     if verb == "status":
         return _parse_status(rest)
     if verb == "workspace":
         return _parse_workspace(rest)
-    raise UsageError(f"unknown command {_echo(words[0])}")
+    raise CommandError(f"unknown command {_echo(words[0])}")
 
 
 def help_lines() -> list[tuple[str, str]]:
@@ -266,7 +200,7 @@ __all__ = [
     "Command",
     "HelpCommand",
     "StatusCommand",
-    "UsageError",
+    "CommandError",
     "WorkspaceConnectionCommand",
     "WorkspaceStatusCommand",
     "help_lines",

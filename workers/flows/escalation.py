@@ -38,56 +38,49 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import logging
 import os
 import re
 import secrets
 import sys
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from rq import Callback, Queue
-from rq.job import Job
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-from slack_sdk.webhook import WebhookClient
 
+from workers.contracts.identity import Identity
+from workers.contracts.ids import ESCALATE_ACTION, RECORD_ID, SLACK_USER
+from workers.contracts.requests import EscalateRequest
+from workers.contracts.signing import sign_id
+from workers.diagnosis.linkage import find_run
 from workers.diagnosis.models import Diagnosis, Owner
-from workers.kube.client import Identity
-from workers.render.buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
+from workers.kube.reader import KubeReader, ReadError
+from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import MAX_HEADER_TEXT, RenderedCard, render_template
 from workers.render.mrkdwn import code, code_block, escape, plain
 from workers.settings import Settings
+from workers.surfaces.base import Failed
 from workers.workspaces import OwnerRoute, Resolved
 
 if TYPE_CHECKING:
     from workers.diagnosis.live import LiveResult
-    from workers.jobs import Services
+    from workers.services import Services
 
 log = logging.getLogger(__name__)
 
-ESCALATE_ACTION = "taubot_escalate"
 SUBMITTED_BY_ANNOTATION = "taugrid.io/submitted-by"
 RECORD_PREFIX = "taubot:diagnosis:"
 CLAIM_PREFIX = "taubot:escalated:"
 # How long an "in progress" claim holds when its worker dies: past the job timeout, so a
 # slow but live escalation is never doubled, yet far short of the escalation TTL.
 PENDING_CLAIM_MARGIN_SECONDS = 60
-SIGNATURE_CONTEXT = b"taubot-escalate-v1:"
-SIGNATURE_HEX = 32  # 128 bits of HMAC-SHA256: unforgeable, and short in a button value
-
-_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
+_ID = RECORD_ID
+_SLACK_USER = SLACK_USER
 _EMAIL = re.compile(r"^[^@\s<>|&`*]+@[^@\s<>|&`*]+\.[^@\s<>|&`*]+$")
-_PERMALINK = re.compile(r"^https://[^\s<>|]+$")
 
 EVIDENCE_BUDGET = 1800
 TEXT_BUDGET = 2000
@@ -170,28 +163,7 @@ def button_label(owner: str) -> str:
 
 def signing_key(settings: Settings) -> bytes | None:
     """The HMAC key (settings fall back to the Slack signing secret); None: no buttons."""
-    key = settings.button_signing_key
-    return key.get_secret_value().encode() if key is not None else None
-
-
-def _mac(key: bytes, record_id: str) -> str:
-    return hmac.new(key, SIGNATURE_CONTEXT + record_id.encode(), hashlib.sha256).hexdigest()[:SIGNATURE_HEX]
-
-
-def sign_id(key: bytes, record_id: str) -> str:
-    """The button value: ``<id>.<hmac>``. Opaque to Slack and to whoever reads the payload."""
-    return f"{record_id}.{_mac(key, record_id)}"
-
-
-def verify_value(key: bytes | None, value: object) -> str | None:
-    """The id a button value stands for, or None when we did not sign it (tampered, forged,
-    or signed with a key since rotated — all refused alike)."""
-    if key is None or not isinstance(value, str) or value.count(".") != 1:
-        return None
-    record_id, mac = value.split(".")
-    if not _ID.match(record_id):
-        return None
-    return record_id if hmac.compare_digest(mac, _mac(key, record_id)) else None
+    return settings.button_key()
 
 
 def store_record(conn: redis.Redis, record: StoredDiagnosis, ttl: int) -> None:
@@ -283,8 +255,6 @@ def access_check_for(d: Diagnosis, descriptor_workspace: str) -> AccessCheck | N
 
 def submitter_of(live: LiveResult) -> str | None:
     """The run's ``taugrid.io/submitted-by`` annotation, as written (validated at press time)."""
-    from workers.diagnosis.linkage import find_run
-
     d = live.diagnosis
     run = find_run(live.objects, d.run.name, d.run.namespace).run
     if run is None:
@@ -361,38 +331,6 @@ def offer_escalation(services: Services, live: LiveResult, *, channel: str, thre
 # ------------------------------------------------------------ press → job
 
 
-class EscalateRequest(BaseModel):
-    """One press, as the Slack front end hands it to the worker (no cluster data in it)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    record_id: str = Field(pattern=_ID.pattern)
-    user: str = Field(pattern=_SLACK_USER.pattern)
-    identity: Identity
-    response_url: str | None = None
-    channel: str | None = None
-    message_ts: str | None = None
-    message_text: str = ""
-    message_blocks: list[dict[str, Any]] = Field(default_factory=list)
-    pressed_at: datetime
-
-
-def enqueue_escalation(queue: Queue, request: EscalateRequest, *, job_timeout: int) -> Job:
-    """Queue a press. No retries: a retry after a half-done escalation could post twice, and
-    the claim already makes "press again" safe."""
-    return queue.enqueue(
-        escalate_job,
-        request.model_dump(mode="json"),
-        job_id=f"tau-escalate-{uuid.uuid4().hex}",
-        job_timeout=job_timeout,
-        on_failure=Callback(on_escalation_failure),
-        result_ttl=3600,
-        failure_ttl=7 * 24 * 3600,
-        meta={"response_url": request.response_url, "user": request.user},
-        description=f"escalate {request.record_id}",
-    )
-
-
 @dataclass
 class EscalationOutcome:
     """What a press did; the job's result, for operators and tests."""
@@ -401,30 +339,6 @@ class EscalationOutcome:
     reason: str = ""
     target: str | None = None
     handoff_ts: str | None = None
-
-
-def escalate_job(request: dict[str, Any]) -> dict[str, Any]:
-    """RQ entry point of an Escalate press."""
-    from workers.jobs import Services
-    from workers.settings import load_settings
-
-    services = Services.from_settings(load_settings())
-    outcome = run_escalation(EscalateRequest.model_validate(request), services, now=datetime.now(UTC))
-    return outcome.__dict__
-
-
-def on_escalation_failure(job: Job, connection: redis.Redis, exc_type: type[BaseException] | None,
-                          exc_value: BaseException | None, traceback: TracebackType | None) -> None:
-    """rq failure callback (job timeout, import error): the clicker must not be left guessing.
-    Never raises — rq would record the callback's error instead of the job's."""
-    try:
-        url = job.get_meta(refresh=True).get("response_url")
-        if url:
-            _reply(None, None, None, str(url),
-                   "⚠️ taubot could not finish the escalation. Nothing may have been posted; "
-                   "press the button again in a minute.")
-    except Exception:  # noqa: BLE001 - see docstring
-        log.exception("escalation job %s: failure callback could not tell the user", job.id)
 
 
 def run_escalation(request: EscalateRequest, services: Services, *, now: datetime) -> EscalationOutcome:
@@ -442,7 +356,7 @@ def run_escalation(request: EscalateRequest, services: Services, *, now: datetim
                        f"{escape(resolution.message, 500)}")
     descriptor = resolution.descriptor
 
-    allowed = asyncio.run(_may_read(descriptor.cluster_target(), request.identity, record.access,
+    allowed = asyncio.run(_may_read(services, descriptor.cluster_target(), request.identity, record.access,
                                     services.settings.kube_request_timeout_seconds))
     if allowed is not True:
         why = (f"Kubernetes says {code(request.identity.user, 200)} may not "
@@ -455,7 +369,7 @@ def run_escalation(request: EscalateRequest, services: Services, *, now: datetim
     route: OwnerRoute | None = None
     submitter: str | None = None
     if record.owner == "researcher":
-        found = _find_submitter(services.slack, record)
+        found = _find_submitter(services, record)
         if isinstance(found, Refusal):
             return _refuse(services, request, "submitter", found.text)
         submitter = found
@@ -473,29 +387,31 @@ def run_escalation(request: EscalateRequest, services: Services, *, now: datetim
     if not conn.set(key, pending.model_dump_json(), nx=True, ex=pending_ttl):
         return _already(services, request, record, key)
 
-    try:
-        card_ts = record.card_ts or request.message_ts
-        thread_link = _permalink(services.slack, record.channel, card_ts or record.thread_ts)
-        if submitter is not None:
-            target = _dm_channel(services.slack, submitter)
-        else:
-            assert route is not None
-            target = route.channel
-        handoff = render_handoff(record, clicker=request.user, route=route, submitter=submitter,
-                                 thread_link=thread_link)
-        posted = services.slack.chat_postMessage(channel=target, text=handoff.text, blocks=handoff.blocks,
-                                                 unfurl_links=False, unfurl_media=False)
-        handoff_ts = str(posted["ts"])
-        target = str(posted.get("channel") or target)
-    except Exception as exc:
+    card_ts = record.card_ts or request.message_ts
+    thread_link = services.surface.permalink(record.channel, card_ts or record.thread_ts)
+    if submitter is not None:
+        dm = services.surface.open_dm(submitter)
+        if isinstance(dm, Failed):
+            conn.delete(key)
+            return _handoff_failed(services, request, record, None, dm)
+        target = dm
+    else:
+        assert route is not None
+        target = route.channel
+    handoff = render_handoff(record, clicker=request.user, route=route, submitter=submitter,
+                             thread_link=thread_link)
+    posted = services.surface.post(target, handoff.text, handoff.blocks)
+    if isinstance(posted, Failed):
         conn.delete(key)
-        return _handoff_failed(services, request, record, route, exc)
+        return _handoff_failed(services, request, record, route, posted)
+    handoff_ts = posted.ts
+    target = posted.channel or target
 
-    link = _permalink(services.slack, target, handoff_ts)
+    link = services.surface.permalink(target, handoff_ts)
     done = Claim(state="done", by=request.user, at=now, owner=record.owner, target=target, link=link)
     conn.set(key, done.model_dump_json(), ex=services.settings.escalation_ttl_seconds)
     write_audit(services.settings.audit_log, record, request, target=target, handoff_ts=handoff_ts, now=now)
-    _note_thread(services.slack, record, request.user, target=target, submitter=submitter, link=link)
+    _note_thread(services, record, request.user, target=target, submitter=submitter, link=link)
     _update_card(services, record, request, escalated_note(done))
     return EscalationOutcome("escalated", target=target, handoff_ts=handoff_ts)
 
@@ -503,12 +419,10 @@ def run_escalation(request: EscalateRequest, services: Services, *, now: datetim
 # ---------------------------------------------------------------- checks
 
 
-async def _may_read(target: Any, identity: Identity, access: AccessCheck, timeout: float) -> bool | str:
+async def _may_read(services: Services, target: Any, identity: Identity, access: AccessCheck,
+                    timeout: float) -> bool | str:
     """True/False from the clicker's SelfSubjectAccessReview, or why it could not be asked."""
-    from workers.kube.client import make_user_client
-    from workers.kube.reader import KubeReader, ReadError
-
-    api = await make_user_client(target, identity)
+    api = await services.kube.user(target, identity)
     async with api:
         answer = await KubeReader(api, timeout).access_review(
             access.verb, access.resource, access.group, namespace=access.namespace, name=access.name
@@ -523,7 +437,7 @@ class Refusal:
     text: str
 
 
-def _find_submitter(slack: WebClient, record: StoredDiagnosis) -> str | Refusal:
+def _find_submitter(services: Services, record: StoredDiagnosis) -> str | Refusal:
     """The submitter's Slack user id, from the run's annotation through users.lookupByEmail.
 
     The annotation is cluster text: it is only ever used as an email to look
@@ -537,35 +451,17 @@ def _find_submitter(slack: WebClient, record: StoredDiagnosis) -> str | Refusal:
     if len(email) > 254 or not _EMAIL.match(email):
         return Refusal(f"🤷 taubot does not know who submitted {run}: its `{SUBMITTED_BY_ANNOTATION}` "
                        f"annotation is {code(email, 120)}, not an email. Nobody was notified.")
-    try:
-        user = slack.users_lookupByEmail(email=email)["user"]
-    except SlackApiError as exc:
-        error = exc.response.get("error") if exc.response is not None else None
-        if error == "users_not_found":
+    user = services.surface.user_by_email(email)
+    if isinstance(user, Failed):
+        if user.kind == "not_found":
             return Refusal(f"🤷 {run} was submitted by {code(email, 120)}, but no Slack user has that "
                            "email. Nobody was notified.")
-        raise
+        raise RuntimeError(f"users.lookupByEmail failed: {user.error or user.kind}")
     user_id = str(user.get("id") or "")
     if not _SLACK_USER.match(user_id) or user.get("deleted") or user.get("is_bot"):
         return Refusal(f"🤷 {run} was submitted by {code(email, 120)}, whose Slack account cannot be "
                        "messaged. Nobody was notified.")
     return user_id
-
-
-def _dm_channel(slack: WebClient, user_id: str) -> str:
-    return str(slack.conversations_open(users=user_id)["channel"]["id"])
-
-
-def _permalink(slack: WebClient, channel: str, ts: str | None) -> str | None:
-    """A message's permalink, or None; used inside ``<…|…>`` only when it looks like one."""
-    if not ts:
-        return None
-    try:
-        link = str(slack.chat_getPermalink(channel=channel, message_ts=ts)["permalink"])
-    except SlackApiError as exc:
-        log.info("escalation: no permalink for %s/%s: %s", channel, ts, exc)
-        return None
-    return link if _PERMALINK.match(link) else None
 
 
 # ---------------------------------------------------------------- render
@@ -673,7 +569,7 @@ def render_handoff(record: StoredDiagnosis, *, clicker: str, route: OwnerRoute |
 # ---------------------------------------------------------- after posting
 
 
-def _note_thread(slack: WebClient, record: StoredDiagnosis, clicker: str, *, target: str,
+def _note_thread(services: Services, record: StoredDiagnosis, clicker: str, *, target: str,
                  submitter: str | None, link: str | None) -> None:
     """One line in the run's thread, so whoever follows it knows the owner has been told."""
     handoff = f" — <{link}|handoff>" if link else ""
@@ -681,60 +577,27 @@ def _note_thread(slack: WebClient, record: StoredDiagnosis, clicker: str, *, tar
         text = f"📣 <@{clicker}> notified the submitter, <@{submitter}>{handoff}."
     else:
         text = f"📣 <@{clicker}> escalated this to *{record.owner}* in <#{target}>{handoff}."
-    try:
-        slack.chat_postMessage(channel=record.channel, thread_ts=record.thread_ts, text=text,
-                               unfurl_links=False, unfurl_media=False)
-    except SlackApiError as exc:
-        log.warning("escalation: thread note failed (%s); the handoff was posted", exc)
-
-
-def card_after_escalation(blocks: list[dict[str, Any]], note: dict[str, Any]) -> list[dict[str, Any]]:
-    """The card's blocks without the Escalate button (other buttons stay), plus ``note``.
-
-    Other elements of the actions block (e.g. *Stop watching*) are kept, and
-    the block goes away only when the Escalate button was its last element.
-    An earlier note is replaced, not repeated.
-    """
-    out: list[dict[str, Any]] = []
-    for block in blocks:
-        if block.get("block_id") == ESCALATED_BLOCK_ID:
-            continue
-        if block.get("type") == "actions":
-            elements = [e for e in block.get("elements") or [] if e.get("action_id") != ESCALATE_ACTION]
-            if not elements:
-                continue
-            block = {**block, "elements": elements}
-        out.append(block)
-    return [*out, note] if len(out) < 50 else out
+    sent = services.surface.post(record.channel, text, thread_ts=record.thread_ts)
+    if isinstance(sent, Failed):
+        log.warning("escalation: thread note failed (%s); the handoff was posted", sent.error)
 
 
 def _update_card(services: Services, record: StoredDiagnosis, request: EscalateRequest,
                  note: EscalatedNote | None) -> None:
-    """Show ``note`` on the card instead of the button.
-
-    A card kept up to date by a `--watch` is edited by the watch, from its
-    own last render (`workers.watch.show_escalation`), so that its stored
-    hash matches the card and its ticks neither re-send nor undo the note.
-    Any other card is edited in place with what Slack echoed of it in the
-    press. Best effort: the handoff is already out, and a card that could
-    not be edited (deleted, too old) must not turn a done escalation into
-    an error.
-    """
-    from workers.watch import show_escalation  # the watch imports this module
-
+    """Show ``note`` on the card instead of the button, re-rendered from the card's stored
+    context (never from what Slack echoed in the press). A watched card is edited the same
+    way: its next tick derives the same note from the claim, so it neither re-sends nor
+    undoes it. Best effort: the handoff is out, and a card that cannot be edited (deleted,
+    expired from the store) must not turn a done escalation into an error."""
     card_ts = record.card_ts or request.message_ts
     if not card_ts or note is None:
         return
-    if show_escalation(services, record, card_ts, note):
-        return
-    if not request.message_blocks:
-        return
-    blocks = card_after_escalation(request.message_blocks, note.block())
-    try:
-        services.slack.chat_update(channel=record.channel, ts=card_ts, blocks=blocks,
-                                   text=request.message_text or "taubot phase card")
-    except SlackApiError as exc:
-        log.warning("escalation: card update failed (%s); the handoff was posted", exc)
+    outcome = services.cards.update_if_changed(
+        record.channel, card_ts,
+        lambda context: context.model_copy(update={"escalate_button": None, "escalated": note}),
+        max_wait=15.0)
+    if outcome not in ("updated", "unchanged"):
+        log.warning("escalation: card %s not updated (%s); the handoff was posted", card_ts, outcome)
 
 
 def write_audit(path: Path | None, record: StoredDiagnosis, request: EscalateRequest, *, target: str,
@@ -777,22 +640,17 @@ def write_audit(path: Path | None, record: StoredDiagnosis, request: EscalateReq
 # ---------------------------------------------------------------- replies
 
 
-def _reply(slack: WebClient | None, channel: str | None, user: str | None, response_url: str | None,
-           text: str) -> None:
+def _reply(services: Services, request: EscalateRequest, text: str) -> None:
     """An ephemeral answer to the clicker: through the press's response_url, else postEphemeral."""
-    try:
-        if response_url:
-            WebhookClient(response_url, timeout=10).send(text=text, response_type="ephemeral",
-                                                         replace_original=False)
-        elif slack is not None and channel and user:
-            slack.chat_postEphemeral(channel=channel, user=user, text=text)
-    except Exception:  # noqa: BLE001 - a lost reply must not fail the escalation itself
-        log.exception("escalation: could not answer %s", user)
+    if request.response_url:
+        services.surface.respond(request.response_url, text)
+    elif request.channel:
+        services.surface.ephemeral(request.channel, request.user, text)
 
 
 def _refuse(services: Services, request: EscalateRequest, reason: str, text: str) -> EscalationOutcome:
     log.info("escalation refused for %s (%s)", request.user, reason)
-    _reply(services.slack, request.channel, request.user, request.response_url, text)
+    _reply(services, request, text)
     return EscalationOutcome("refused", reason=reason)
 
 
@@ -812,22 +670,21 @@ def _already(services: Services, request: EscalateRequest, record: StoredDiagnos
         fallback = claim.at.astimezone(UTC).strftime("%H:%M UTC")
         at = f"<!date^{int(claim.at.timestamp())}^{{date_short}} {{time}}|{fallback}>"
         text = (f"ℹ️ Already done for {run} (layer {record.layer}): {what} by <@{claim.by}> at {at}{link}")
-    _reply(services.slack, request.channel, request.user, request.response_url, text)
+    _reply(services, request, text)
     return EscalationOutcome("already", target=claim.target if claim else None)
 
 
 def _handoff_failed(services: Services, request: EscalateRequest, record: StoredDiagnosis,
-                    route: OwnerRoute | None, exc: Exception) -> EscalationOutcome:
-    error = exc.response.get("error") if isinstance(exc, SlackApiError) and exc.response is not None else None
-    if error in ("not_in_channel", "channel_not_found", "is_archived") and route is not None:
-        text = (f"⚠️ taubot cannot post in <#{route.channel}> ({error}): invite it there "
-                "(`/invite @taubot`) or fix the owner's channel. Nothing was escalated.")
+                    route: OwnerRoute | None, failed: Failed) -> EscalationOutcome:
+    if failed.kind == "cannot_post" and route is not None:
+        text = (f"⚠️ taubot cannot post in <#{route.channel}> ({escape(failed.error, 80)}): invite it "
+                "there (`/invite @taubot`) or fix the owner's channel. Nothing was escalated.")
     else:
-        log.exception("escalation of %s failed", record.run, exc_info=exc)
-        text = (f"⚠️ taubot could not post the handoff ({escape(str(error or type(exc).__name__), 200)}). "
+        log.warning("escalation of %s failed: %s", record.run, failed.error or failed.kind)
+        text = (f"⚠️ taubot could not post the handoff ({escape(failed.error or failed.kind, 200)}). "
                 "Nothing was escalated; press the button again in a minute.")
-    _reply(services.slack, request.channel, request.user, request.response_url, text)
-    return EscalationOutcome("failed", reason=str(error or type(exc).__name__))
+    _reply(services, request, text)
+    return EscalationOutcome("failed", reason=failed.error or failed.kind)
 
 
 __all__ = [
@@ -835,24 +692,18 @@ __all__ = [
     "SUBMITTED_BY_ANNOTATION",
     "AccessCheck",
     "Claim",
-    "EscalateRequest",
     "EscalationOutcome",
     "Offer",
     "StoredDiagnosis",
     "button_label",
-    "card_after_escalation",
     "claim_of",
-    "enqueue_escalation",
-    "escalate_job",
     "escalated_note",
     "escalation_of",
     "load_record",
     "offer_escalation",
     "render_handoff",
     "run_escalation",
-    "sign_id",
     "signing_key",
-    "verify_value",
     "wants_handoff",
     "write_audit",
 ]

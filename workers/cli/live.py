@@ -16,7 +16,6 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from workers.cli import UsageError
 from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.live import diagnose_live as collect_and_evaluate
 from workers.diagnosis.models import Diagnosis
@@ -25,6 +24,8 @@ from workers.diagnosis.snapshot import as_kube_list
 from workers.diagnosis.workspace_checks import check_connection, workspace_status
 from workers.kube.client import Identity
 from workers.workspaces import Registry, load_descriptors
+
+from .errors import UsageError
 
 STATE_MARKS = {"ok": "✔", "failed": "✖", "warning": "!", "skipped": "–"}
 

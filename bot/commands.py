@@ -1,0 +1,222 @@
+"""`/tau` handling behind any front end: parse → authorize → enqueue, under the ack deadline.
+
+Shared by the Bolt app (`bot/app.py`) and `taubot shell`: both hand a
+payload (Slack's slash-command fields) to `TauCommands.handle` and show the
+`Reply` it returns. Why the ack has a deadline of its own: Slack shows the
+user an error when a slash command is not answered within 3 seconds, and two
+steps before the answer can stall — identity resolution may ask Slack
+(`users.info`, `usergroups.list`) and enqueueing talks to Redis. So parsing
+happens inline (pure, fast) and "authorize + enqueue" runs on a small pool
+within `ACK_BUDGET_SECONDS`; when it is slower, the user gets a "still
+working" note and the eventual refusal or error through `response_url`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from redis import RedisError
+
+from bot.identity import ASK_OPERATOR, Unmapped
+from workers.contracts.commands import (
+    Command,
+    HelpCommand,
+    StatusCommand,
+    WorkspaceConnectionCommand,
+    WorkspaceStatusCommand,
+)
+from workers.contracts.grammar import CommandError, help_lines, parse
+from workers.contracts.identity import Identity
+from workers.contracts.requests import StatusRequest, WorkspaceRequest
+from workers.queue import JobQueue, enqueue_request
+from workers.render.mrkdwn import code, escape
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ACK_BUDGET_SECONDS = 2.0
+LISTENER_THREADS = 32
+
+
+class Resolver(Protocol):
+    """What the front end needs from identity resolution (`IdentityResolver` has it)."""
+
+    def resolve(self, slack_user_id: str) -> Identity | Unmapped: ...
+
+
+class NoMapping:
+    """Refuses everyone: used when no identity file is configured.
+
+    taubot must never fall back to the bot's own permissions for a user, so
+    a missing mapping means nobody is mapped, with a message saying so.
+    """
+
+    def resolve(self, slack_user_id: str) -> Identity | Unmapped:
+        return Unmapped(
+            slack_user_id=slack_user_id,
+            reason="taubot has no identity mapping configured, so it cannot act as you in "
+            "Kubernetes. " + ASK_OPERATOR,
+            detail="TAUBOT_IDENTITY_FILE is not set",
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An ephemeral answer to the invoking user; ``queued`` when a job now exists."""
+
+    text: str
+    queued: bool = False
+
+    def ack_kwargs(self) -> dict[str, Any]:
+        return {"text": self.text, "response_type": "ephemeral"}
+
+
+def usage_reply(error: CommandError) -> Reply:
+    """The mistake, then the usage of the command the user tried. The mistake quotes the
+    user's own words, so it is escaped like any other untrusted text."""
+    lines = [f"⚠️ {escape(str(error), 500)}", "", "*Usage*"]
+    lines += [code(u, 300) for u in error.usage]
+    lines.append("`/tau help` lists every command.")
+    return Reply("\n".join(lines))
+
+
+def help_reply() -> Reply:
+    lines = ["*taubot* diagnoses TauGrid training runs, layer by layer. Commands:"]
+    lines += [f"• {code(usage, 300)} — {description}" for usage, description in help_lines()]
+    lines.append(
+        "Answers are posted in a thread in this channel; Kubernetes is read as *you* "
+        "(your mapped identity), so you see what your RBAC allows."
+    )
+    return Reply("\n".join(lines))
+
+
+def queued_reply(command: Command) -> Reply:
+    if isinstance(command, StatusCommand):
+        where = f" in workspace {code(command.workspace, 80)}" if command.workspace else ""
+        lines = [f"🔎 Diagnosing {code(command.run, 80)}{where}… the phase card will appear in a "
+                 "thread in this channel."]
+        if command.watch:
+            lines.append("👀 `--watch`: the card then updates in place until the run settles; if this "
+                         "run is already watched in this channel, you join that watch instead.")
+        return Reply("\n".join(lines), queued=True)
+    return Reply(
+        f"🔎 Checking {code(command.display(), 200)}… the answer will appear in a thread in this channel.",
+        queued=True,
+    )
+
+
+QUEUE_DOWN = Reply(
+    "⚠️ taubot could not queue your command: its job queue (Redis) is unreachable. Nothing was "
+    "started. Try again in a minute; if it keeps failing, tell your TauGrid platform operator."
+)
+INTERNAL_ERROR = Reply(
+    "⚠️ taubot hit an internal error and did not start your command. Try again; if it keeps "
+    "failing, tell your TauGrid platform operator."
+)
+STILL_WORKING = Reply(
+    "🔎 Working on it… if taubot cannot start your command you will hear why here.",
+    queued=True,
+)
+
+
+class Enqueuer(Protocol):
+    def __call__(self, command: Command, identity: Identity, payload: dict[str, Any]) -> object: ...
+
+
+class TauCommands:
+    """`/tau` handling behind the listener: parse → authorize → enqueue, under a deadline."""
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        enqueue: Enqueuer,
+        *,
+        ack_budget: float = ACK_BUDGET_SECONDS,
+        executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self.resolver = resolver
+        self.enqueue = enqueue
+        self.ack_budget = ack_budget
+        self.executor = executor or ThreadPoolExecutor(
+            max_workers=LISTENER_THREADS, thread_name_prefix="tau-authorize"
+        )
+
+    def handle(self, payload: dict[str, Any], respond: Callable[..., Any]) -> Reply:
+        """The ephemeral ack for one slash command; later news, if any, goes to ``respond``."""
+        try:
+            command = parse(str(payload.get("text") or ""))
+        except CommandError as error:
+            return usage_reply(error)
+        if isinstance(command, HelpCommand):
+            return help_reply()
+        future = self.executor.submit(self.authorize_and_enqueue, command, payload)
+        try:
+            return future.result(timeout=self.ack_budget)
+        except FutureTimeout:
+            future.add_done_callback(lambda done: self._late(done, respond))
+            return STILL_WORKING
+
+    def authorize_and_enqueue(self, command: Command, payload: dict[str, Any]) -> Reply:
+        """Never raises: every outcome is a reply the user can read."""
+        user = str(payload.get("user_id") or "")
+        try:
+            identity = self.resolver.resolve(user)
+        except Exception:  # noqa: BLE001 - the resolver promises values; be safe anyway
+            log.exception("identity resolution raised for %s", user)
+            return INTERNAL_ERROR
+        if isinstance(identity, Unmapped):
+            log.info("refused %s: %s", user, identity.detail)
+            return Reply(f"⛔ {escape(identity.reason, 1000)}")
+        try:
+            self.enqueue(command, identity, payload)
+        except RedisError as exc:
+            log.warning("enqueue failed, Redis unreachable: %s", exc)
+            return QUEUE_DOWN
+        except Exception:  # noqa: BLE001 - never let the user wait for a dispatch_failed
+            log.exception("enqueue failed")
+            return INTERNAL_ERROR
+        return queued_reply(command)
+
+    def _late(self, done: Future[Reply], respond: Callable[..., Any]) -> None:
+        """After a "still working" ack: tell the user only if nothing was started."""
+        try:
+            reply = done.result()
+            if not reply.queued:
+                respond(text=reply.text, response_type="ephemeral", replace_original=False)
+        except Exception:  # noqa: BLE001 - a thread callback has nobody to raise to
+            log.exception("could not deliver a late /tau reply")
+
+
+
+
+def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
+    """The production `Enqueuer`: one job per command, with the settings' timeout and retries."""
+
+    def enqueue(command: Command, identity: Identity, payload: dict[str, Any]) -> object:
+        common = {
+            "identity": identity,
+            "channel": str(payload.get("channel_id") or ""),
+            "user": str(payload.get("user_id") or ""),
+            "response_url": payload.get("response_url"),
+            "requested_at": datetime.now(UTC),
+        }
+        if isinstance(command, StatusCommand):
+            request: StatusRequest | WorkspaceRequest = StatusRequest(command=command, **common)
+        elif isinstance(command, WorkspaceConnectionCommand | WorkspaceStatusCommand):
+            request = WorkspaceRequest(command=command, **common)
+        else:
+            raise TypeError(f"no job for {type(command).__name__}")
+        return enqueue_request(queue, request, timeout=settings.job_timeout_seconds,
+                               retries=settings.job_retries)
+
+    return enqueue
+
+
+__all__ = ["ACK_BUDGET_SECONDS", "NoMapping", "Reply", "TauCommands", "help_reply", "queue_enqueuer",
+           "usage_reply"]

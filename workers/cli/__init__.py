@@ -1,0 +1,44 @@
+"""`taubot` command line: subcommands register themselves (`registry.py`), one module each.
+
+Bad input is the user's, not a crash: every subcommand raises `UsageError`
+for it, printed here as one line with exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from .errors import UsageError
+from .registry import REGISTERED, Parser
+
+MODULES = ("diagnose", "workspace", "services", "shell")
+
+
+def build_parser() -> Parser:
+    for name in MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+    parser = Parser(prog="taubot", description="Diagnose stuck TauGrid training runs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for add in dict.fromkeys(REGISTERED):
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"taubot: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `taubot diagnose … | head -1`: the reader left; say nothing more.
+        sys.stderr.close()
+        return 0
+
+
+__all__ = ["UsageError", "build_parser", "main"]

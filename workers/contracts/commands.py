@@ -1,0 +1,88 @@
+"""The `/tau` commands as typed values: what a front end parses and a job receives.
+
+Pydantic models because a parsed command travels through Redis inside a
+request and must round-trip through JSON unchanged (CONVENTIONS).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+MIN_INTERVAL_SECONDS = 5
+MAX_INTERVAL_SECONDS = 600
+
+Dns1123 = Annotated[str, Field(pattern=DNS1123_LABEL.pattern, max_length=63)]
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StatusCommand(_Command):
+    """`/tau status <run> [--watch] [--run-profile] [--workspace W] [--interval N]`."""
+
+    verb: Literal["status"] = "status"
+    run: Dns1123
+    watch: bool = False
+    run_profile: bool = False
+    workspace: Dns1123 | None = None
+    interval: int | None = Field(default=None, ge=MIN_INTERVAL_SECONDS, le=MAX_INTERVAL_SECONDS)
+
+    def display(self) -> str:
+        """The command as the user would retype it, for the parent message and error cards."""
+        parts = ["/tau status", self.run]
+        if self.workspace:
+            parts += ["--workspace", self.workspace]
+        if self.watch:
+            parts.append("--watch")
+        if self.interval is not None:
+            parts += ["--interval", str(self.interval)]
+        if self.run_profile:
+            parts.append("--run-profile")
+        return " ".join(parts)
+
+
+class HelpCommand(_Command):
+    """`/tau help` (also an empty `/tau`)."""
+
+    verb: Literal["help"] = "help"
+
+
+class WorkspaceConnectionCommand(_Command):
+    """`/tau workspace connection [--workspace W]`: layer 1 on its own."""
+
+    verb: Literal["workspace connection"] = "workspace connection"
+    workspace: Dns1123 | None = None
+
+    def display(self) -> str:
+        return "/tau workspace connection" + (f" --workspace {self.workspace}" if self.workspace else "")
+
+
+class WorkspaceStatusCommand(_Command):
+    """`/tau workspace status <name>`: layer 2 on its own."""
+
+    verb: Literal["workspace status"] = "workspace status"
+    workspace: Dns1123
+
+    def display(self) -> str:
+        return f"/tau workspace status {self.workspace}"
+
+
+Command = StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand
+
+USAGE: dict[str, str] = {
+    "status": "/tau status <run> [--workspace W] [--watch [--interval N]] [--run-profile]",
+    "workspace connection": "/tau workspace connection [--workspace W]",
+    "workspace status": "/tau workspace status <workspace>",
+    "help": "/tau help",
+}
+DESCRIPTIONS: dict[str, str] = {
+    "status": "diagnose a run: the first lifecycle phase that is not done, who owns it, what to do",
+    "workspace connection": "check that taubot can reach your workspace's cluster as you (layer 1)",
+    "workspace status": "check that a TauWorkspace is Ready (layer 2)",
+    "help": "this list",
+}

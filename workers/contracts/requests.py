@@ -1,0 +1,89 @@
+"""Requests: who asked what, where — the payload of every queued job.
+
+Each request names the job that serves it (``job``, a dotted path that rq and
+the shell's inline queue both resolve), so a front end enqueues by name and
+never imports worker code. No secrets travel here: the identity is the user's
+Kubernetes name and groups, which the cluster's audit log records anyway.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .commands import StatusCommand, WorkspaceConnectionCommand, WorkspaceStatusCommand
+from .identity import Identity
+from .ids import RECORD_ID, SLACK_CHANNEL, SLACK_USER, WATCH_ID
+
+JOBS = "workers.jobs"
+
+
+class CommandRequest(BaseModel):
+    """A slash command as a job receives it."""
+
+    model_config = ConfigDict(frozen=True)
+    job: ClassVar[str]
+    retried: ClassVar[bool] = True
+
+    identity: Identity
+    channel: str = Field(pattern=SLACK_CHANNEL.pattern)
+    user: str = Field(pattern=SLACK_USER.pattern, description="Mentioned in the parent message")
+    response_url: str | None = None
+    requested_at: datetime
+
+    def display(self) -> str:
+        return self.command.display()  # type: ignore[attr-defined]
+
+
+class StatusRequest(CommandRequest):
+    job: ClassVar[str] = f"{JOBS}.status_job"
+    command: StatusCommand
+
+
+class WorkspaceRequest(CommandRequest):
+    job: ClassVar[str] = f"{JOBS}.workspace_job"
+    command: WorkspaceConnectionCommand | WorkspaceStatusCommand
+
+
+class EscalateRequest(BaseModel):
+    """One Escalate press: the signed record id, the clicker and as whom they act."""
+
+    model_config = ConfigDict(frozen=True)
+    job: ClassVar[str] = f"{JOBS}.escalate_job"
+    retried: ClassVar[bool] = False  # a retry after a half-done escalation could post twice
+
+    record_id: str = Field(pattern=RECORD_ID.pattern)
+    user: str = Field(pattern=SLACK_USER.pattern)
+    identity: Identity
+    response_url: str | None = None
+    channel: str | None = None
+    message_ts: str | None = None
+    pressed_at: datetime
+
+    def display(self) -> str:
+        return f"escalate {self.record_id}"
+
+
+class StopRequest(BaseModel):
+    """A Stop watching press: who pressed, and as whom they act (None when unmapped)."""
+
+    model_config = ConfigDict(frozen=True)
+    job: ClassVar[str] = f"{JOBS}.stop_job"
+    retried: ClassVar[bool] = False
+
+    watch: str = Field(pattern=WATCH_ID.pattern)
+    user: str = Field(pattern=SLACK_USER.pattern)
+    channel: str
+    identity: Identity | None = None
+    response_url: str | None = None
+
+    def display(self) -> str:
+        return f"stop {self.watch}"
+
+
+Request = StatusRequest | WorkspaceRequest | EscalateRequest | StopRequest
+
+__all__ = ["CommandRequest", "EscalateRequest", "Request", "StatusRequest", "StopRequest",
+           "WorkspaceRequest"]

@@ -1,0 +1,1 @@
+"""Flows: collect → evaluate → render → surface, one module per command or button."""

@@ -1,0 +1,149 @@
+"""Posted cards: one store for a card that lives in a message, and one `update_if_changed`.
+
+Why one place: a card is edited by several writers — watch ticks, the
+escalation job ("escalated by … at …"), later the stall monitor and logs —
+and each must (a) never re-send an unchanged card (tier 3 is ~50
+`chat.update` a minute per workspace, shared by every watch), (b) never undo
+another writer's edit, and (c) never trust what Slack echoes back of a card
+(a press carries blocks anyone could forge). So the store keeps, per
+message, the last rendered *context* (the validated model the template
+renders) and its hash, in Redis beside a lock. Every edit loads the stored
+context under the lock, derives the new one from it, and renders and sends
+only when the hash moved.
+
+The hash covers everything a reader sees except fields each card kind
+declares volatile (a watched card's "updated 10:02:05").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Literal
+
+import redis
+from pydantic import BaseModel
+
+from workers.render.cards import (
+    ErrorCardContext,
+    PhaseCardContext,
+    RenderedCard,
+    WorkspaceCardContext,
+    render_error_card,
+    render_phase_card,
+    render_workspace_card,
+)
+from workers.surfaces.base import Failed, Sent, Surface
+
+log = logging.getLogger(__name__)
+
+KEY_PREFIX = "taubot:card:"
+LOCK_TIMEOUT_SECONDS = 60
+LOCK_WAIT_SECONDS = 30
+UPDATE_MAX_WAIT_SECONDS = 5.0
+
+CardContext = PhaseCardContext | WorkspaceCardContext | ErrorCardContext
+Outcome = Literal["unchanged", "updated", "deferred", "gone", "missing"]
+
+
+KINDS: dict[type[BaseModel], tuple[str, Callable[..., RenderedCard], frozenset[str]]] = {
+    PhaseCardContext: ("phase", render_phase_card, frozenset({"watch_updated"})),
+    WorkspaceCardContext: ("workspace", render_workspace_card, frozenset()),
+    ErrorCardContext: ("error", render_error_card, frozenset()),
+}
+MODELS: dict[str, type[BaseModel]] = {name: model for model, (name, _, _) in KINDS.items()}
+
+
+def context_hash(context: BaseModel) -> str:
+    """What a reader sees, minus the kind's volatile fields: equal hashes mean "do not re-send"."""
+    _, _, volatile = KINDS[type(context)]
+    data = context.model_dump_json(exclude=set(volatile))
+    return hashlib.sha256(f"{type(context).__name__}:{data}".encode()).hexdigest()
+
+
+def render(context: BaseModel) -> RenderedCard:
+    return KINDS[type(context)][1](context)
+
+
+class PostedCard(BaseModel):
+    """A card in a message: where it is, what it last showed, and that context's hash."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None = None
+    kind: str
+    context: dict
+    hash: str
+    updates: int = 0
+
+    def model(self) -> BaseModel:
+        return MODELS[self.kind].model_validate(self.context)
+
+
+def card_key(channel: str, ts: str) -> str:
+    return f"{KEY_PREFIX}{channel}:{ts}"
+
+
+class CardStore:
+    """Cards in Redis (kept ``ttl`` seconds) and the surface they live on."""
+
+    def __init__(self, conn: redis.Redis, surface: Surface, *, ttl: int) -> None:
+        self.conn = conn
+        self.surface = surface
+        self.ttl = ttl
+
+    def load(self, channel: str, ts: str) -> PostedCard | None:
+        raw = self.conn.get(card_key(channel, ts))
+        return PostedCard.model_validate_json(raw) if raw else None
+
+    def _save(self, card: PostedCard) -> None:
+        self.conn.set(card_key(card.channel, card.ts), card.model_dump_json(), ex=self.ttl)
+
+    def post(self, channel: str, context: BaseModel, *, thread_ts: str | None = None) -> PostedCard | Failed:
+        """Post a new card and remember it; a failure to post is the caller's outcome to handle."""
+        card = render(context)
+        sent = self.surface.post(channel, card.text, card.blocks, thread_ts=thread_ts)
+        if isinstance(sent, Failed):
+            return sent
+        posted = PostedCard(channel=sent.channel, ts=sent.ts, thread_ts=thread_ts,
+                            kind=KINDS[type(context)][0], context=context.model_dump(mode="json"),
+                            hash=context_hash(context))
+        self._save(posted)
+        return posted
+
+    def lock(self, channel: str, ts: str) -> redis.lock.Lock:
+        return self.conn.lock(card_key(channel, ts) + ":lock", timeout=LOCK_TIMEOUT_SECONDS,
+                              blocking_timeout=LOCK_WAIT_SECONDS)
+
+    def update_if_changed(self, channel: str, ts: str, change: Callable[[BaseModel], BaseModel], *,
+                          max_wait: float = UPDATE_MAX_WAIT_SECONDS) -> Outcome:
+        """Derive the card's next context from its stored one; send it only if it changed.
+
+        "deferred": the pace or a 429 said not now (the stored card is kept, so
+        the next attempt compares against what Slack really shows); "gone": the
+        message was deleted; "missing": the store does not know this card.
+        """
+        with self.lock(channel, ts):
+            card = self.load(channel, ts)
+            if card is None:
+                return "missing"
+            new = change(card.model())
+            digest = context_hash(new)
+            if digest == card.hash:
+                return "unchanged"
+            rendered = render(new)
+            sent = self.surface.update(channel, ts, rendered.text, rendered.blocks, max_wait=max_wait)
+            if isinstance(sent, Failed):
+                if sent.kind == "gone":
+                    return "gone"
+                if sent.kind == "deferred":
+                    return "deferred"
+                raise RuntimeError(f"chat.update failed: {sent.error or sent.kind}")
+            assert isinstance(sent, Sent)
+            self._save(card.model_copy(update={"context": new.model_dump(mode="json"), "hash": digest,
+                                               "updates": card.updates + 1}))
+            return "updated"
+
+
+__all__ = ["CardStore", "PostedCard", "card_key", "context_hash", "render"]

@@ -1,0 +1,176 @@
+"""`/tau status` and `/tau workspace …`: post the parent, diagnose as the user, post the card.
+
+Why the parent's ts is kept in the job's meta: a job may run more than once
+(`Retry`). The parent message is posted once and its ts saved before
+anything that can fail; a retry finds it and replies in the same thread
+instead of posting a second parent, and the failure callback knows which
+thread to put the error card in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from workers.contracts.commands import WorkspaceStatusCommand
+from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceRequest
+from workers.diagnosis.live import LiveResult, diagnose_live
+from workers.diagnosis.workspace_checks import check_connection, workspace_status
+from workers.operator_access import may_see_operator_hints
+from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card
+from workers.render.mrkdwn import code
+from workers.services import Services
+from workers.surfaces.base import Failed
+from workers.workspaces import Resolved
+
+from .cards import PostedCard, render
+from .escalation import offer_escalation
+
+if TYPE_CHECKING:
+    from rq.job import Job
+
+log = logging.getLogger(__name__)
+
+META_PARENT_TS = "parent_ts"
+META_CARD_TS = "card_ts"
+PRIVATE_NOTE = (
+    "Only you can see this: taubot cannot post in this channel. Invite it (`/invite @taubot`) "
+    "to get answers in a thread everyone can follow."
+)
+
+
+class SlackUnavailable(RuntimeError):
+    """Slack refused or did not answer a write that the command cannot do without: retried."""
+
+
+def parent_text(request: CommandRequest) -> str:
+    """The channel message a card hangs under. The user id is Slack's (from the signed
+    request) and the command is our own rendering of validated names; still coded."""
+    return f"🔎 <@{request.user}> asked {code(request.display(), 400)} — the answer is in the thread."
+
+
+def ensure_parent(services: Services, request: CommandRequest, job: Job | None) -> str | None:
+    """The parent message's ts: posted now, or found in the job's meta on a retry.
+
+    None when the bot cannot post in this channel (not invited, archived, a
+    DM it is not part of): retrying cannot change that, so the answer goes
+    to the user privately instead (`deliver`).
+    """
+    if job is not None:
+        existing = job.get_meta(refresh=True).get(META_PARENT_TS)
+        if existing:
+            return str(existing)
+    sent = services.surface.post(request.channel, parent_text(request))
+    if isinstance(sent, Failed):
+        if sent.kind == "cannot_post" and request.response_url:
+            log.info("cannot post in %s (%s): answering privately", request.channel, sent.error)
+            return None
+        raise SlackUnavailable(f"could not post in {request.channel}: {sent.error or sent.kind}")
+    if job is not None:
+        job.meta[META_PARENT_TS] = sent.ts
+        job.save_meta()
+    return sent.ts
+
+
+def deliver(services: Services, request: CommandRequest, parent_ts: str | None, context: BaseModel,
+            job: Job | None) -> PostedCard | None:
+    """Post the card in the parent's thread (through the card store); without a parent,
+    privately to the requester (then there is no card to edit later: None)."""
+    if parent_ts is None:
+        card = render(context)
+        note = {"type": "context", "elements": [{"type": "mrkdwn", "text": PRIVATE_NOTE}]}
+        blocks = [*card.blocks, note] if len(card.blocks) < MAX_BLOCKS else card.blocks
+        services.surface.respond(str(request.response_url), card.text, blocks)
+        return None
+    posted = services.cards.post(request.channel, context, thread_ts=parent_ts)
+    if isinstance(posted, Failed):
+        raise SlackUnavailable(f"could not post the card: {posted.error or posted.kind}")
+    if job is not None:
+        job.meta[META_CARD_TS] = posted.ts
+        job.save_meta()
+    return posted
+
+
+@dataclass
+class StatusOutcome:
+    """What a status job produced; the job's result, for operators' inspection."""
+
+    parent_ts: str | None
+    card_ts: str | None
+    first_incomplete: str | None
+    layer: int
+    requests: int
+
+
+async def diagnose_for_card(services: Services, request: StatusRequest, now: datetime
+                            ) -> tuple[LiveResult, bool]:
+    """The live diagnosis and, concurrently, the operator access review, both as the user."""
+    command = request.command
+    settings = services.settings
+    registry = services.registry
+    live_call = diagnose_live(registry, run=command.run, identity=request.identity, now=now,
+                              workspace=command.workspace, channel=request.channel,
+                              timeout=settings.kube_request_timeout_seconds, profile=command.run_profile)
+    resolution = registry.resolve(workspace=command.workspace, channel=request.channel)
+    if not isinstance(resolution, Resolved):
+        return await live_call, False
+    review = may_see_operator_hints(resolution.descriptor.cluster_target(), request.identity,
+                                    scope=resolution.descriptor.name, cache=services.redis,
+                                    timeout=settings.kube_request_timeout_seconds)
+    live, allowed = await asyncio.gather(live_call, review, return_exceptions=True)
+    if isinstance(live, BaseException):
+        raise live
+    if isinstance(allowed, BaseException):
+        log.warning("operator access review raised, hiding hints: %r", allowed)
+        allowed = False
+    return live, bool(allowed)
+
+
+def run_status(services: Services, request: StatusRequest, *, job: Job | None,
+               now: datetime) -> StatusOutcome:
+    """Post the parent, diagnose under the user's identity, post the card in the thread."""
+    parent_ts = ensure_parent(services, request, job)
+    live, operator_ok = asyncio.run(diagnose_for_card(services, request, now))
+    diagnosis = live.diagnosis
+    offer = offer_escalation(services, live, channel=request.channel, thread_ts=parent_ts,
+                             requested_by=request.user, now=now)
+    context = build_phase_card(
+        diagnosis, workspace=live.workspace, operator_hints_allowed=operator_ok,
+        run_profile=request.command.run_profile, diagnosed_at=now, requests=live.requests,
+        profile=live.profile, escalate_button=offer.button if offer else None,
+    )
+    posted = deliver(services, request, parent_ts, context, job)
+    if offer is not None and posted is not None:
+        offer.attach(posted.ts)
+    return StatusOutcome(parent_ts, posted.ts if posted else None, diagnosis.first_incomplete,
+                         diagnosis.layer, live.requests)
+
+
+async def check_workspace(services: Services, request: WorkspaceRequest) -> Any:
+    """Layer 1 or layer 2, live, as the user."""
+    timeout = services.settings.kube_request_timeout_seconds
+    command = request.command
+    if isinstance(command, WorkspaceStatusCommand):
+        return await workspace_status(services.registry, command.workspace, identity=request.identity,
+                                      timeout=timeout)
+    return await check_connection(services.registry, workspace=command.workspace, channel=request.channel,
+                                  identity=request.identity, timeout=timeout)
+
+
+def run_workspace(services: Services, request: WorkspaceRequest, *, job: Job | None) -> dict[str, Any]:
+    """Post the parent, run the layer check, post its card in the thread."""
+    parent_ts = ensure_parent(services, request, job)
+    report = asyncio.run(check_workspace(services, request))
+    context = build_workspace_card(report, command=request.display())
+    posted = deliver(services, request, parent_ts, context, job)
+    return {"parent_ts": parent_ts, "card_ts": posted.ts if posted else None, "ok": report.ok,
+            "layer": report.layer}
+
+
+__all__ = ["SlackUnavailable", "StatusOutcome", "deliver", "diagnose_for_card", "ensure_parent",
+           "parent_text", "run_status", "run_workspace"]

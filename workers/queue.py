@@ -1,0 +1,172 @@
+"""Queueing a request by job name: the one thing a front end needs from the workers.
+
+`RqQueue` is production (Redis + rq, retries with backoff, a failure callback
+that always tells the user). `InlineQueue` runs the same job functions in
+this process, with delayed jobs due on the services' clock — what `taubot
+shell` uses when it has no worker. Jobs are named by dotted path (each
+request class names its own), so nothing here imports worker code until a
+job actually runs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib
+import itertools
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from rq import Callback, Queue, Retry
+
+from workers.contracts.requests import Request
+
+log = logging.getLogger(__name__)
+
+RETRY_INTERVALS = [2, 5]
+RESULT_TTL_SECONDS = 3600
+FAILURE_TTL_SECONDS = 7 * 24 * 3600
+FAILURE_CALLBACK = "workers.jobs.on_job_failure"
+
+
+class JobQueue(Protocol):
+    def enqueue(self, job: str, *args: Any, job_id: str | None = None, timeout: int = 120,
+                retries: int = 0, meta: dict[str, Any] | None = None, description: str = "",
+                on_failure: str | None = FAILURE_CALLBACK) -> str: ...
+
+    def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
+                   retries: int = 0, retry_interval: int = 5, description: str = "",
+                   on_failure: str | None = None, pipeline: Any = None) -> str: ...
+
+    def cancel(self, job_id: str) -> None: ...
+
+
+def request_meta(request: Request) -> dict[str, Any]:
+    """What the failure callback needs to tell the user, kept beside the job."""
+    return {
+        "channel": getattr(request, "channel", None),
+        "user": request.user,
+        "command": request.display(),
+        "response_url": request.response_url,
+    }
+
+
+def enqueue_request(queue: JobQueue, request: Request, *, timeout: int = 120, retries: int = 2) -> str:
+    """Queue ``request`` for the job its class names; raises the queue's errors (Redis down)."""
+    retries = retries if type(request).retried else 0
+    meta = {**request_meta(request), "max_retries": retries}
+    return queue.enqueue(type(request).job, request.model_dump(mode="json"),
+                         job_id=f"tau-{uuid.uuid4().hex}", timeout=timeout, retries=retries,
+                         meta=meta, description=request.display())
+
+
+class RqQueue:
+    """Jobs in Redis for `taubot worker` (rq with its scheduler)."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.rq = queue
+
+    def enqueue(self, job: str, *args: Any, job_id: str | None = None, timeout: int = 120,
+                retries: int = 0, meta: dict[str, Any] | None = None, description: str = "",
+                on_failure: str | None = FAILURE_CALLBACK) -> str:
+        queued = self.rq.enqueue(
+            job, *args, job_id=job_id, job_timeout=timeout,
+            retry=Retry(max=retries, interval=RETRY_INTERVALS) if retries > 0 else None,
+            on_failure=Callback(on_failure) if on_failure else None,
+            result_ttl=RESULT_TTL_SECONDS, failure_ttl=FAILURE_TTL_SECONDS,
+            meta=meta or {}, description=description or job,
+        )
+        return str(queued.id)
+
+    def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
+                   retries: int = 0, retry_interval: int = 5, description: str = "",
+                   on_failure: str | None = None, pipeline: Any = None) -> str:
+        queued = self.rq.enqueue_in(
+            timedelta(seconds=delay), job, *args, job_id=job_id, job_timeout=timeout,
+            retry=Retry(max=retries, interval=[retry_interval]) if retries > 0 else None,
+            on_failure=Callback(on_failure) if on_failure else None,
+            result_ttl=60, failure_ttl=24 * 3600, description=description or job, pipeline=pipeline,
+        )
+        return str(queued.id)
+
+    def cancel(self, job_id: str) -> None:
+        from rq.exceptions import NoSuchJobError
+        from rq.job import Job
+
+        try:
+            Job.fetch(job_id, connection=self.rq.connection).delete()
+        except NoSuchJobError:
+            pass
+
+
+def resolve(name: str) -> Callable[..., Any]:
+    module, _, attr = name.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(order=True)
+class _Due:
+    at: datetime
+    seq: int
+    job_id: str = field(compare=False)
+    job: str = field(compare=False)
+    args: tuple[Any, ...] = field(compare=False)
+
+
+class InlineQueue:
+    """Runs jobs in this process: immediately, or when the clock reaches their time.
+
+    A failed job is reported once through ``on_error`` (the shell prints it);
+    nothing is retried — there is no other worker to hand a retry to.
+    """
+
+    def __init__(self, now: Callable[[], datetime], on_error: Callable[[str, BaseException], None]) -> None:
+        self._now = now
+        self._on_error = on_error
+        self._due: list[_Due] = []
+        self._seq = itertools.count()
+        self._cancelled: set[str] = set()
+
+    def enqueue(self, job: str, *args: Any, job_id: str | None = None, timeout: int = 120,
+                retries: int = 0, meta: dict[str, Any] | None = None, description: str = "",
+                on_failure: str | None = FAILURE_CALLBACK) -> str:
+        self._run(job, args, description or job)
+        return job_id or uuid.uuid4().hex
+
+    def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
+                   retries: int = 0, retry_interval: int = 5, description: str = "",
+                   on_failure: str | None = None, pipeline: Any = None) -> str:
+        self._cancelled.discard(job_id)
+        heapq.heappush(self._due, _Due(self._now() + timedelta(seconds=delay), next(self._seq),
+                                       job_id, job, args))
+        return job_id
+
+    def cancel(self, job_id: str) -> None:
+        self._cancelled.add(job_id)
+
+    def next_due(self) -> datetime | None:
+        while self._due and self._due[0].job_id in self._cancelled:
+            heapq.heappop(self._due)
+        return self._due[0].at if self._due else None
+
+    def run_due(self) -> int:
+        """Run every job whose time has come; returns how many ran."""
+        ran = 0
+        while (at := self.next_due()) is not None and at <= self._now():
+            due = heapq.heappop(self._due)
+            self._run(due.job, due.args, due.job_id)
+            ran += 1
+        return ran
+
+    def _run(self, job: str, args: tuple[Any, ...], what: str) -> None:
+        try:
+            resolve(job)(*args)
+        except Exception as exc:  # noqa: BLE001 - reported, like rq's failure callback would
+            log.debug("inline job %s failed", what, exc_info=exc)
+            self._on_error(what, exc)
+
+
+__all__ = ["InlineQueue", "JobQueue", "RqQueue", "enqueue_request", "request_meta", "resolve"]

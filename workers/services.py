@@ -1,0 +1,149 @@
+"""One `Services` per worker process: what every flow is handed instead of reaching for globals.
+
+Settings, the Redis pool, the descriptor registry (re-read when its files
+change, so a ConfigMap update needs no restart), the Kubernetes client
+factory, the surface cards go to, the clock, the queue and the metrics.
+Built once (`taubot worker` builds it before rq forks, so work horses
+inherit it), or installed by a test or the shell with a manual clock, a
+terminal surface or an inline queue.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+from prometheus_client import CollectorRegistry, Counter
+from rq import Queue
+
+from workers.clock import Clock, SystemClock
+from workers.flows.cards import CardStore
+from workers.kube.client import ClusterTarget, Identity, make_bot_client, make_user_client
+from workers.queue import JobQueue, RqQueue
+from workers.settings import Settings, load_settings
+from workers.surfaces.base import Surface
+from workers.surfaces.pacing import Rate, SlackPacer, workspace_scope
+from workers.surfaces.slack import SlackSurface
+from workers.surfaces.slack_client import make_web_client
+from workers.workspaces import Registry, load_descriptors
+
+
+class DescriptorSource:
+    """The descriptor directory, re-parsed only when a file in it changed (name, size, mtime)."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+        self._signature: tuple[Any, ...] | None = None
+        self._registry: Registry | None = None
+        self._lock = threading.Lock()
+
+    def _stat(self) -> tuple[Any, ...]:
+        if self.directory is None:
+            return ()
+        try:
+            entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
+        except OSError as exc:
+            return (type(exc).__name__,)
+        out = []
+        for entry in entries:
+            try:
+                st = entry.stat()  # follows ConfigMap symlinks: their targets change on update
+            except OSError:
+                continue
+            out.append((entry.name, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def get(self) -> Registry:
+        signature = self._stat()
+        with self._lock:
+            if self._registry is None or signature != self._signature:
+                self._registry = load_descriptors(self.directory)
+                self._signature = signature
+            return self._registry
+
+
+class KubeClients:
+    """Kubernetes clients: as a user (impersonated, for every user-initiated call) or as the bot."""
+
+    async def user(self, target: ClusterTarget, identity: Identity) -> Any:
+        return await make_user_client(target, identity)
+
+    async def bot(self, target: ClusterTarget) -> Any:
+        return await make_bot_client(target)
+
+
+class Metrics:
+    """Counters of what the process did, in a registry of its own (served on /metrics later)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.jobs = Counter("taubot_jobs", "Jobs run, by job and outcome", ["job", "outcome"],
+                            registry=self.registry)
+        self.card_writes = Counter("taubot_card_writes", "Card posts and edits, by outcome", ["outcome"],
+                                   registry=self.registry)
+
+
+@dataclass
+class Services:
+    settings: Settings
+    redis: redis.Redis
+    surface: Surface
+    queue: JobQueue
+    clock: Clock = field(default_factory=SystemClock)
+    descriptors: DescriptorSource | None = None
+    kube: KubeClients = field(default_factory=KubeClients)
+    metrics: Metrics = field(default_factory=Metrics)
+    pacer: SlackPacer | None = None
+
+    def __post_init__(self) -> None:
+        if self.descriptors is None:
+            self.descriptors = DescriptorSource(self.settings.workspaces_dir)
+        self.cards = CardStore(self.redis, self.surface, ttl=self.settings.diagnosis_ttl_seconds)
+
+    @property
+    def registry(self) -> Registry:
+        assert self.descriptors is not None
+        return self.descriptors.get()
+
+    @classmethod
+    def for_slack(cls, settings: Settings, *, clock: Clock | None = None) -> Services:
+        """Production: Slack's Web API (paced in Redis), rq on the settings' queue."""
+        conn = redis.Redis.from_url(settings.redis_url)
+        pacer = make_pacer(settings, conn)
+        surface = SlackSurface(make_web_client(settings), pacer)
+        return cls(settings=settings, redis=conn, surface=surface, pacer=pacer,
+                   queue=RqQueue(Queue(settings.queue_name, connection=conn)), clock=clock or SystemClock())
+
+
+def make_pacer(settings: Settings, conn: redis.Redis) -> SlackPacer:
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
+    per_minute = settings.slack_updates_per_minute
+    return SlackPacer(conn, workspace_scope(token),
+                      update_rate=Rate(per_minute / 60.0, burst=max(1, min(5, per_minute // 10))))
+
+
+_installed: Services | None = None
+_lock = threading.Lock()
+
+
+def install(services: Services | None) -> None:
+    """Make ``services`` what jobs in this process use (None: build from settings again)."""
+    global _installed
+    with _lock:
+        _installed = services
+
+
+def current() -> Services:
+    """The process's Services, built from the environment on first use."""
+    global _installed
+    with _lock:
+        if _installed is None:
+            _installed = Services.for_slack(load_settings())
+        return _installed
+
+
+__all__ = ["DescriptorSource", "KubeClients", "Metrics", "Services", "current", "install", "make_pacer"]

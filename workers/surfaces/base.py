@@ -1,0 +1,57 @@
+"""The surface interface and its outcomes.
+
+A flow posts and edits messages through a `Surface` and reads back values,
+never exceptions, for the outcomes a user must hear about: the message is
+gone (deleted card → the watch ends), the bot cannot post here (not invited
+→ answer privately), the write was deferred (pace or 429 → try next tick).
+Slack's error strings are mapped to these in one place (`slack.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+FailureKind = Literal["gone", "cannot_post", "deferred", "not_found", "unreachable", "error"]
+
+
+class Sent(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    channel: str
+    ts: str
+
+
+class Failed(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: FailureKind
+    error: str = ""
+    retry_after: float | None = None
+
+
+class Surface(Protocol):
+    """What a flow may do with messages."""
+
+    def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
+             thread_ts: str | None = None, paced: float | None = None) -> Sent | Failed:
+        """A new message (``paced``: wait at most that long for the channel's pace)."""
+
+    def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
+               max_wait: float) -> Sent | Failed:
+        """Edit a message in place, within the workspace's and channel's pace."""
+
+    def ephemeral(self, channel: str, user: str, text: str) -> bool: ...
+
+    def respond(self, response_url: str, text: str, blocks: list[dict[str, Any]] | None = None) -> bool:
+        """An ephemeral answer through a command's or press's ``response_url``."""
+
+    def permalink(self, channel: str, ts: str) -> str | None: ...
+
+    def open_dm(self, user: str) -> str | Failed: ...
+
+    def user_by_email(self, email: str) -> dict[str, Any] | Failed: ...
+
+
+__all__ = ["Failed", "FailureKind", "Sent", "Surface"]

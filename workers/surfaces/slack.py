@@ -1,0 +1,129 @@
+"""The Slack Web API as a `Surface`: pacing, 429s and Slack's error strings, in one place.
+
+Why here: `chat.update` shares a tier-3 budget per workspace (~50 a minute)
+with every watch, and `chat.postMessage` about one a second per channel;
+the Redis pacer (`pacing.py`) keeps every worker inside both. A 429 that
+survives slack_sdk's retry handler pushes the workspace key back by its
+`Retry-After` so every worker waits. Slack's error strings become the
+outcomes of `base.py`, so a flow never parses one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.webhook import WebhookClient
+
+from .base import Failed, Sent
+from .pacing import SlackPacer
+
+log = logging.getLogger(__name__)
+
+GONE = frozenset({"message_not_found", "channel_not_found", "is_archived", "thread_not_found"})
+CANNOT_POST = frozenset({"not_in_channel", "channel_not_found", "is_archived", "restricted_action"})
+_PERMALINK = re.compile(r"^https://[^\s<>|]+$")
+
+
+def slack_error(exc: SlackApiError) -> str:
+    return str(exc.response.get("error") or "") if exc.response is not None else ""
+
+
+def retry_after(exc: SlackApiError) -> float | None:
+    if exc.response is None or exc.response.status_code != 429:
+        return None
+    headers = exc.response.headers or {}
+    value = headers.get("Retry-After") or headers.get("retry-after") or "1"
+    try:
+        return float(value if isinstance(value, str) else value[0])
+    except (TypeError, ValueError):
+        return 1.0
+
+
+class SlackSurface:
+    """A bot-token WebClient behind the `Surface` interface."""
+
+    def __init__(self, client: WebClient, pacer: SlackPacer | None) -> None:
+        self.client = client
+        self.pacer = pacer
+
+    def _failed(self, exc: Exception, gone: frozenset[str]) -> Failed:
+        if isinstance(exc, SlackApiError):
+            error = slack_error(exc)
+            wait = retry_after(exc)
+            if wait is not None:
+                if self.pacer is not None:
+                    self.pacer.penalize("chat.update", wait)
+                return Failed(kind="deferred", error="ratelimited", retry_after=wait)
+            if error in gone:
+                return Failed(kind="gone" if gone is GONE else "cannot_post", error=error)
+            if error in ("users_not_found", "user_not_found"):
+                return Failed(kind="not_found", error=error)
+            return Failed(kind="error", error=error or type(exc).__name__)
+        return Failed(kind="unreachable", error=type(exc).__name__)
+
+    def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
+             thread_ts: str | None = None, paced: float | None = None) -> Sent | Failed:
+        if paced is not None and self.pacer is not None and not self.pacer.acquire(
+                "chat.postMessage", channel, max_wait=paced):
+            return Failed(kind="deferred", error="paced")
+        try:
+            response = self.client.chat_postMessage(channel=channel, text=text, blocks=blocks,
+                                                    thread_ts=thread_ts, unfurl_links=False,
+                                                    unfurl_media=False)
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, CANNOT_POST)
+        return Sent(channel=str(response.get("channel") or channel), ts=str(response["ts"]))
+
+    def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
+               max_wait: float) -> Sent | Failed:
+        if self.pacer is not None and not self.pacer.acquire("chat.update", channel, max_wait=max_wait):
+            return Failed(kind="deferred", error="paced")
+        try:
+            self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, GONE)
+        return Sent(channel=channel, ts=ts)
+
+    def ephemeral(self, channel: str, user: str, text: str) -> bool:
+        try:
+            self.client.chat_postEphemeral(channel=channel, user=user, text=text)
+            return True
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            log.info("could not answer %s privately: %s", user, exc)
+            return False
+
+    def respond(self, response_url: str, text: str, blocks: list[dict[str, Any]] | None = None) -> bool:
+        try:
+            WebhookClient(response_url, timeout=10).send(text=text, blocks=blocks, response_type="ephemeral",
+                                                         replace_original=False)
+            return True
+        except Exception as exc:  # noqa: BLE001 - a lost private answer is logged, never raised
+            log.info("response_url answer failed: %s", type(exc).__name__)
+            return False
+
+    def permalink(self, channel: str, ts: str) -> str | None:
+        try:
+            link = str(self.client.chat_getPermalink(channel=channel, message_ts=ts)["permalink"])
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            log.info("no permalink for %s/%s: %s", channel, ts, exc)
+            return None
+        return link if _PERMALINK.match(link) else None
+
+    def open_dm(self, user: str) -> str | Failed:
+        try:
+            return str(self.client.conversations_open(users=user)["channel"]["id"])
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, CANNOT_POST)
+
+    def user_by_email(self, email: str) -> dict[str, Any] | Failed:
+        try:
+            return dict(self.client.users_lookupByEmail(email=email)["user"])
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, frozenset())
+
+
+__all__ = ["CANNOT_POST", "GONE", "SlackSurface", "retry_after", "slack_error"]

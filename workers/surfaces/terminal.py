@@ -1,0 +1,115 @@
+"""A terminal as a `Surface`: messages are printed, kept in memory, and their buttons numbered.
+
+`taubot shell` and `taubot demo` use it in place of Slack's Web API, so the
+same flows post and edit the same cards; an edit prints the card again,
+marked as an update of the message it replaces. `--blocks` prints the Block
+Kit JSON instead of text (paste it into Slack's Block Kit Builder).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workers.render.text import blocks_to_text, mrkdwn_to_text
+
+from .base import Failed, Sent
+
+
+@dataclass(frozen=True)
+class PressableButton:
+    """A button the shell user can press by number: where it is and what Slack would send."""
+
+    number: int
+    channel: str
+    ts: str
+    thread_ts: str | None
+    action_id: str
+    value: str
+    label: str
+
+
+class TerminalSurface:
+    """Prints through ``write``; keeps every message so updates and presses find them."""
+
+    def __init__(self, write: Callable[[str], None], *, blocks_json: bool = False, user: str = "") -> None:
+        self.write = write
+        self.blocks_json = blocks_json
+        self.user = user
+        self.messages: dict[tuple[str, str], dict[str, Any]] = {}
+        self.buttons: dict[int, PressableButton] = {}
+        self._ts = itertools.count(1)
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def _show(self, head: str, channel: str, ts: str, thread_ts: str | None, text: str,
+              blocks: list[dict[str, Any]] | None) -> None:
+        def number(element: dict[str, Any]) -> int:
+            n = next(self._numbers)
+            self.buttons[n] = PressableButton(n, channel, ts, thread_ts, str(element.get("action_id")),
+                                              str(element.get("value") or ""),
+                                              str((element.get("text") or {}).get("text") or ""))
+            return n
+
+        # The buttons of a message that was edited are the ones of its newest version only.
+        for n in [n for n, b in self.buttons.items() if (b.channel, b.ts) == (channel, ts)]:
+            del self.buttons[n]
+        if blocks and self.blocks_json:
+            for block in blocks:
+                for element in block.get("elements") or []:
+                    if element.get("type") == "button":
+                        number(element)
+            body = json.dumps({"blocks": blocks}, indent=2, ensure_ascii=False)
+        elif blocks:
+            body = blocks_to_text(blocks, number)
+        else:
+            body = mrkdwn_to_text(text)
+        indent = "    " if thread_ts else ""
+        framed = "\n".join(indent + line for line in body.splitlines())
+        self.write(f"{indent}{head}\n{framed}\n")
+
+    def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
+             thread_ts: str | None = None, paced: float | None = None) -> Sent | Failed:
+        with self._lock:
+            ts = f"{next(self._ts)}.000000"
+            self.messages[(channel, ts)] = {"text": text, "blocks": blocks, "thread_ts": thread_ts}
+            where = "↳ in thread" if thread_ts else f"# {channel}"
+            self._show(where, channel, ts, thread_ts, text, blocks)
+        return Sent(channel=channel, ts=ts)
+
+    def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
+               max_wait: float) -> Sent | Failed:
+        with self._lock:
+            message = self.messages.get((channel, ts))
+            if message is None:
+                return Failed(kind="gone", error="message_not_found")
+            message.update(text=text, blocks=blocks)
+            self._show("✎ card updated", channel, ts, message.get("thread_ts"), text, blocks)
+        return Sent(channel=channel, ts=ts)
+
+    def ephemeral(self, channel: str, user: str, text: str) -> bool:
+        self.write(f"(only you) {mrkdwn_to_text(text)}\n")
+        return True
+
+    def respond(self, response_url: str, text: str, blocks: list[dict[str, Any]] | None = None) -> bool:
+        body = blocks_to_text(blocks) if blocks else mrkdwn_to_text(text)
+        self.write(f"(only you) {body}\n")
+        return True
+
+    def permalink(self, channel: str, ts: str) -> str | None:
+        return f"https://taubot.invalid/archives/{channel}/p{ts.replace('.', '')}"
+
+    def open_dm(self, user: str) -> str | Failed:
+        return f"D{user[1:]}"
+
+    def user_by_email(self, email: str) -> dict[str, Any] | Failed:
+        if self.user:
+            return {"id": self.user, "deleted": False, "is_bot": False}
+        return Failed(kind="not_found", error="users_not_found")
+
+
+__all__ = ["PressableButton", "TerminalSurface"]
