@@ -794,13 +794,24 @@ def readme() -> str:
     return "\n".join(lines)
 
 
+DEMO_PLATFORM = Path(__file__).resolve().parent.parent / "shell" / "demo_platform.json"
+
+
+def demo_platform() -> list[Obj]:
+    """The platform side of the demo workspace: TauWorkspace vision (Ready), its LocalQueue and
+    ClusterQueue, and PVC blob-training — what layers 1–2 read before any run."""
+    return [k8s.tau_workspace("vision"), k8s.local_queue("team-a"), k8s.cluster_queue(gpu_used=16),
+            k8s.pvc()]
+
+
 def main(argv: list[str] | None = None) -> int:
     out = Path(argv[0]) if argv else OUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     for ex, build in EXAMPLES:
         (out / ex.file).write_text(render(build(), ex.run))
     (out / "README.md").write_text(readme())
-    print(f"wrote {len(EXAMPLES)} examples to {out}")
+    DEMO_PLATFORM.write_text(json.dumps(k8s.kube_list(*demo_platform()), indent=2) + "\n")
+    print(f"wrote {len(EXAMPLES)} examples to {out} and the demo platform to {DEMO_PLATFORM}")
     return 0
 
 

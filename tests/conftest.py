@@ -1,20 +1,76 @@
-"""Shared fixtures: a real Redis (database chosen by scripts/test.sh) emptied per test."""
+"""Shared fixtures: the suite's own `redis-server`, emptied per test, and installed Services.
+
+The suite never touches a Redis it did not start: a session fixture starts
+`redis-server` on a free loopback port (no persistence) and stops it at the
+end, so two suites on one machine — or a suite next to a running taubot —
+cannot see each other's keys. `redis-server` missing is a clear error.
+"""
 
 from __future__ import annotations
 
-import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
 
 import pytest
 import redis
 
-REDIS_URL = os.environ.get("TAUBOT_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+from workers import services as services_module
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def _private_redis() -> Iterator[str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.exit("redis-server is not installed; the suite starts its own (Debian/Ubuntu: "
+                    "'apt-get install redis-server'; macOS: 'brew install redis')", returncode=1)
+    for _ in range(5):
+        port = _free_port()
+        workdir = tempfile.mkdtemp(prefix="taubot-redis-")
+        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--dir", workdir, "--loglevel", "notice"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        ready = False
+        for line in proc.stdout:  # the server says when it listens: wait on that, not on time
+            if "Ready to accept connections" in line:
+                ready = True
+                break
+        if not ready:  # it exited (port taken between our check and its bind): try another
+            proc.wait(timeout=10)
+            shutil.rmtree(workdir, ignore_errors=True)
+            continue
+        try:
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+            shutil.rmtree(workdir, ignore_errors=True)
+        return
+    pytest.exit("could not start a private redis-server", returncode=1)
 
 
 @pytest.fixture
-def redis_url() -> str:
-    """URL of the test Redis database; flushed before and after each test using it."""
-    conn = redis.Redis.from_url(REDIS_URL)
+def redis_url(_private_redis: str) -> Iterator[str]:
+    """URL of the suite's own Redis; emptied before and after each test using it."""
+    conn = redis.Redis.from_url(_private_redis)
     conn.flushdb()
-    yield REDIS_URL
+    yield _private_redis
     conn.flushdb()
     conn.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_installed_services() -> Iterator[None]:
+    """Each test installs the Services its jobs use (or none): nothing leaks between tests."""
+    services_module.install(None)
+    yield
+    services_module.install(None)

@@ -117,7 +117,8 @@ class _Due:
 
 
 class InlineQueue:
-    """Runs jobs in this process: immediately, or when the clock reaches their time.
+    """Runs jobs in this process when `run_due` is called: queued ones at once, delayed ones
+    when the clock has reached their time (after the ack has been shown, as in Slack).
 
     A failed job is reported once through ``on_error`` (the shell prints it);
     nothing is retried — there is no other worker to hand a retry to.
@@ -133,8 +134,9 @@ class InlineQueue:
     def enqueue(self, job: str, *args: Any, job_id: str | None = None, timeout: int = 120,
                 retries: int = 0, meta: dict[str, Any] | None = None, description: str = "",
                 on_failure: str | None = FAILURE_CALLBACK) -> str:
-        self._run(job, args, description or job)
-        return job_id or uuid.uuid4().hex
+        job_id = job_id or uuid.uuid4().hex
+        heapq.heappush(self._due, _Due(self._now(), next(self._seq), job_id, job, args))
+        return job_id
 
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
                    retries: int = 0, retry_interval: int = 5, description: str = "",

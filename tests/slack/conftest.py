@@ -17,7 +17,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ from bot.serve import EVENTS_PATH, BackgroundServer
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fakes.slack_signing import signed_headers, slash_command_body
 from tests.fixtures import k8s
+from workers.clock import ManualClock
+from workers.services import Services, install
 from workers.settings import Settings
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -39,17 +41,15 @@ CHANNEL = "C012VISION"  # listed in the test descriptor's spec.slack.channels
 ALICE = "U012ALICE"
 ALICE_IDENTITY = {"user": "alice@example.com", "groups": ["team-vision", "gpu-users"]}
 EXAMPLES = Path(__file__).resolve().parents[2] / "workers" / "examples"
+EXAMPLE_NOW = k8s.T0 + timedelta(minutes=30)  # every bundled example is judged at this time
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
 
-def example_objects(name: str, *, judged_at: datetime | None = None) -> list[dict[str, Any]]:
+def example_objects(name: str, *, judged_at: datetime = EXAMPLE_NOW) -> list[dict[str, Any]]:
     """A bundled example's objects, with every timestamp moved so that the example's
-    intended judging time (k8s.T0 + 30 min) becomes ``judged_at`` (default: now).
-
-    The worker judges with the real clock, as in production; shifting the dump keeps
-    "created 29m ago" and the 30-second DRA rules meaning what the example meant.
-    """
-    delta = (judged_at or datetime.now(UTC)) - (k8s.T0 + timedelta(minutes=30))
+    intended judging time (k8s.T0 + 30 min) becomes ``judged_at`` (default: that time itself,
+    which is where the test app's clock starts)."""
+    delta = judged_at - EXAMPLE_NOW
 
     def shift(match: re.Match[str]) -> str:
         text = match.group(0)
@@ -79,6 +79,8 @@ class SlackApp:
     settings: Settings
     redis: Redis
     queue: Queue
+    clock: ManualClock
+    services: Services
 
     @property
     def events_url(self) -> str:
@@ -110,6 +112,7 @@ class SlackApp:
 
         ``with_scheduler`` first moves due scheduled jobs (retries with an interval) to the queue.
         """
+        install(self.services)
         SimpleWorker([self.queue], connection=self.redis).work(burst=True, with_scheduler=with_scheduler)
 
 
@@ -159,7 +162,11 @@ def slack_app_factory(redis_url: str, tmp_path: Path, worker_env: str,
             stack.callback(conn.close)
             queue = Queue(settings.queue_name, connection=conn)
             server = stack.enter_context(BackgroundServer(build_app(settings, queue=queue)))
-            return SlackApp(fake=fake, server=server, settings=settings, redis=conn, queue=queue)
+            clock = ManualClock(EXAMPLE_NOW)
+            services = Services.for_slack(settings, clock=clock)
+            stack.callback(services.redis.close)
+            return SlackApp(fake=fake, server=server, settings=settings, redis=conn, queue=queue,
+                            clock=clock, services=services)
 
         yield factory
 

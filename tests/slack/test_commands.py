@@ -6,10 +6,10 @@ import threading
 import time
 from typing import Any
 
-from bot.app import STILL_WORKING, TauCommands
-from bot.grammar import Command
+from bot.commands import STILL_WORKING, TauCommands
 from bot.identity import Unmapped
 from tests.fakes.kube_api import KubeEmulator
+from workers.contracts.commands import Command
 from workers.kube.client import ClusterTarget, Identity
 from workers.operator_access import cache_key, may_see_operator_hints
 

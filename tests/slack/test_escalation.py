@@ -22,7 +22,8 @@ import yaml
 from tests.fakes.kube_api import running_emulator
 from tests.fakes.slack_signing import block_action_body
 from tests.live.conftest import workspace_objects, write_descriptor
-from workers.escalation import ESCALATE_ACTION, SUBMITTED_BY_ANNOTATION
+from workers.contracts.ids import ESCALATE_ACTION
+from workers.flows.escalation import SUBMITTED_BY_ANNOTATION
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SECRET, SlackApp, example_objects
 from .test_cards import card_text

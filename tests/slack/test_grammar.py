@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bot.grammar import (
+from workers.contracts.grammar import (
     USAGE,
+    CommandError,
     HelpCommand,
     StatusCommand,
-    UsageError,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
     help_lines,
@@ -80,7 +80,7 @@ REFUSED = [
 
 @pytest.mark.parametrize(("text", "message", "verb"), REFUSED, ids=[t for t, _, _ in REFUSED])
 def test_refused(text: str, message: str, verb: str | None) -> None:
-    with pytest.raises(UsageError) as caught:
+    with pytest.raises(CommandError) as caught:
         parse(text)
     assert message in str(caught.value)
     usage = caught.value.usage

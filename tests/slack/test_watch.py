@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -35,17 +34,27 @@ from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.fakes.slack_signing import block_action_body
 from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
-from workers.watch import STOP_WATCHING_ACTION, load_state, owner_key, watch_id
+from tests.waiting import wait_for
+from workers.contracts.ids import STOP_WATCHING_ACTION
+from workers.contracts.ids import watch_id as _watch_id
+from workers.flows.watch import load_state, owner_key, state_key
 
-from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp
+from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, EXAMPLE_NOW, SlackApp
 from .test_cards import card_text
+
+
+def watch_id(channel: str, run: str) -> str:
+    """The watch of ``run`` in workspace vision (the test descriptor's) in ``channel``."""
+    return _watch_id(channel, "vision", run)
+
 
 BOB = "U012BOB"  # mapped, and the emulator lets him read the run: may stop any watch of it
 CAROL = "U012CAROL"  # mapped, but may not read the run's Job: may not stop someone else's watch
 RUN = "train-a"
 REPO = Path(__file__).resolve().parents[2]
-# Created hours ago, so "created 5h ago" in the Submitted line stays the same across ticks.
-T0 = datetime.now(UTC) - timedelta(hours=5)
+# Created hours before the test clock starts (EXAMPLE_NOW), as a run someone asks about.
+T0 = EXAMPLE_NOW - timedelta(hours=5)
+LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)  # "due" for rq's scheduler, without reading the clock
 
 
 def identity_file(directory: Path) -> Path:
@@ -108,15 +117,14 @@ def scheduled(app: SlackApp) -> list[str]:
     return ScheduledJobRegistry(queue=app.queue).get_job_ids()
 
 
-def tick(app: SlackApp) -> float:
-    """Make the pending tick due and let a real worker's scheduler enqueue and run it."""
+def tick(app: SlackApp, seconds: float = 5) -> None:
+    """Let ``seconds`` pass on the app's clock, make the pending tick due, and let a real
+    worker's scheduler enqueue and run it."""
     ids = scheduled(app)
     assert len(ids) == 1, f"expected exactly one pending tick, got {ids}"
-    registry = ScheduledJobRegistry(queue=app.queue)
-    registry.schedule(Job.fetch(ids[0], connection=app.redis), datetime.now(UTC) - timedelta(seconds=1))
-    started = time.monotonic()
+    app.clock.advance(seconds)
+    ScheduledJobRegistry(queue=app.queue).schedule(Job.fetch(ids[0], connection=app.redis), LONG_AGO)
     app.work(with_scheduler=True)
-    return time.monotonic() - started
 
 
 def start_watch(app: SlackApp, *, user: str = ALICE, extra: str = "--interval 5") -> None:
@@ -161,10 +169,7 @@ def press_stop(app: SlackApp, user: str, response_id: str) -> None:
                              message=message, response_url=app.fake.response_url(response_id))
     status, _, seconds = app.post(body)
     assert status == 200 and seconds < 3
-    deadline = time.monotonic() + 5
-    while app.queue.count == 0:  # the listener enqueues right after the ack
-        assert time.monotonic() < deadline, "the stop press was never queued"
-        time.sleep(0.02)
+    wait_for(app.redis, app.queue.key, lambda: app.queue.count > 0, what="the stop press to be queued")
     app.work()
 
 
@@ -177,7 +182,7 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
         ts, message = card(app)
         text = card_text(message["blocks"])
         assert "*First incomplete: Kueue admission* ⏳ pending" in text
-        assert "👀 *Watching* — refreshed every 5 s" in text and has_stop_button(message)
+        assert "👀 *Watching* every 5 s until" in text and has_stop_button(message)
         assert "not available yet" not in text
 
         # Unchanged cluster: ticks re-collect but never re-send the card.
@@ -191,7 +196,8 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
         assert len(updates(app)) == 1
         text = card_text(app.fake.message(CHANNEL, ts)["blocks"])  # type: ignore[index]
         assert "✅ *Kueue admission*" in text and "*First incomplete: Pod scheduling*" in text
-        assert replies(app) == ["*Kueue admission*: pending → done after at least 0s"]
+        # Pending since before the watch began (3 ticks of 5 s ago): its true start is unknown.
+        assert replies(app) == ["*Kueue admission*: pending → done after at least 15s"]
 
         tick(app)  # nothing moved
         assert len(updates(app)) == 1 and len(replies(app)) == 1
@@ -278,10 +284,9 @@ def test_rate_limited_update_is_retried_once_after_retry_after(app: SlackApp) ->
         start_watch(app)
         apply(emu, admitted())
         app.fake.rate_limit_next("chat.update", retry_after=1)
-        seconds = tick(app)
+        tick(app)
         calls = app.fake.calls_to("chat.update")
-        assert [c.status for c in calls] == [429, 200]
-        assert seconds >= 1.0
+        assert [c.status for c in calls] == [429, 200]  # slack_sdk waited Retry-After, then retried
         assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
 
 
@@ -292,27 +297,25 @@ def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
         start_watch(app)
         wid = watch_id(CHANNEL, RUN)
         registry = ScheduledJobRegistry(queue=app.queue)
-        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), datetime.now(UTC))
+        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)
         worker = subprocess.Popen(
             [sys.executable, "-m", "workers.cli", "worker"], cwd=REPO, env=dict(os.environ),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            deadline = time.monotonic() + 20
-            while (load_state(app.redis, wid) or pytest.fail("state lost")).tick < 1:
-                assert time.monotonic() < deadline, "the worker never ran the tick"
-                time.sleep(0.05)
+            wait_for(app.redis, state_key(wid),
+                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 1,
+                     what="the worker to run the tick")
         finally:
             os.killpg(worker.pid, signal.SIGKILL)  # the worker and its scheduler process
             worker.wait(timeout=10)
         assert len(scheduled(app)) == 1  # tick #1 waits in Redis, not in the dead worker
 
-        # The dead scheduler's lock would expire by itself (interval + 60 s); expire it now.
-        app.redis.pexpire(RQScheduler.get_locking_key(app.queue.name), 1)
-        time.sleep(0.01)
+        # The dead scheduler's lock would expire by itself (interval + 60 s); drop it now.
+        app.redis.delete(RQScheduler.get_locking_key(app.queue.name))
         apply(emu, admitted())
         tick(app)
         assert len(updates(app)) == 1
         assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
-        assert replies(app) == ["*Kueue admission*: pending → done after at least 0s"]
+        assert [r.split(" after ")[0] for r in replies(app)] == ["*Kueue admission*: pending → done"]
         state = load_state(app.redis, wid)
         assert state is not None and state.tick == 2 and state.stopped is None

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from tests.fakes.slack_signing import block_action_body
-from workers.escalation import ESCALATE_ACTION
-from workers.watch import load_state, watch_id
+from workers.contracts.ids import ESCALATE_ACTION, watch_id
+from workers.flows.watch import load_state
 
 from .conftest import ALICE, CHANNEL, SECRET, SlackApp
 from .test_cards import card_text
@@ -37,6 +37,12 @@ from .test_watch import (
     tick,
     updates,
 )
+
+
+def watch_id(channel: str, run: str) -> str:
+    """The watch of ``run`` in workspace vision (the test descriptor's) in ``channel``."""
+    return _watch_id(channel, "vision", run)
+
 
 QUEUE_CHANNEL = "C0QUEUE"
 NODE_POOL_CHANNEL = "C0NODEPOOL"

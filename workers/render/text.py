@@ -23,7 +23,7 @@ _LINK = re.compile(r"<(https?://[^>|]+)\|([^>]*)>")
 def mrkdwn_to_text(text: str) -> str:
     """Readable terminal text from mrkdwn: our own mentions/links shown by label, entities decoded."""
     text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})", text)
-    text = _MENTION.sub(lambda m: m.group(2) or m.group(1).replace("subteam^", "@"), text)
+    text = _MENTION.sub(lambda m: m.group(2) or m.group(1).replace("!subteam^", "@"), text)
     text = _BOLD.sub(r"\1", text)
     text = text.replace(ZWSP, "")
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

@@ -1,0 +1,50 @@
+"""`taubot demo`: a scripted session on the demo cluster, printed as the shell prints it.
+
+A stuck run's status (layer 4), a crash (layer 5), a run that does not exist
+(layer 3), a `--watch` that follows a run from the queue to success, and an
+escalation of the first card with the handoff it posts. Every step is a line
+a person could type into `taubot shell --demo`.
+"""
+
+from __future__ import annotations
+
+from workers.contracts.ids import ESCALATE_ACTION
+
+from .demo_cluster import MISSING_RUN, WATCHED
+from .repl import Shell
+
+SCRIPT: tuple[tuple[str, str], ...] = (
+    ("A run stuck in the queue: the first phase that is not done, its owner, what to do.",
+     "/tau status llama-ft-queued"),
+    ("A Ray head that crash-loops: the answer is layer 5, and it is the researcher's.",
+     "/tau status ray-pretrain-crash"),
+    ("A run name that does not exist: layer 3.", f"/tau status {MISSING_RUN.name}"),
+    ("Watching a run: the card is edited in place as it moves; each phase change is one reply.",
+     f"/tau status {WATCHED} --watch --interval 15"),
+)
+AUTO_POST_NOTE = ("(Auto-posts of stalled runs come with `taubot monitor`, which is not built yet; "
+                  "this demo shows no auto-post.)")
+
+
+def play(shell: Shell) -> int:
+    """Run the script; 0 when every step produced its card."""
+    first_card_ts: str | None = None
+    for say, line in SCRIPT:
+        shell.write(f"\n# {say}\n› {line}\n")
+        before = set(shell.surface.messages)
+        shell.line(line)
+        if first_card_ts is None:
+            new = [ts for (_, ts), m in shell.surface.messages.items() if (_, ts) not in before and m["blocks"]]
+            first_card_ts = new[0] if new else None
+    escalate = next((b for b in shell.surface.buttons.values()
+                     if b.action_id == ESCALATE_ACTION and b.ts == first_card_ts), None)
+    if escalate is None:
+        shell.write("the first card has no Escalate button\n")
+        return 1
+    shell.write(f"\n# Escalating the first card hands it to its owner, once.\n› {escalate.number}\n")
+    shell.line(str(escalate.number))
+    shell.write(f"\n{AUTO_POST_NOTE}\n")
+    return 0
+
+
+__all__ = ["SCRIPT", "play"]
