@@ -66,8 +66,12 @@ def build_app(
     resolver: Resolver | None = None,
     socket_mode: bool = False,
     token_verification: bool = True,
+    process_before_response: bool = False,
 ) -> App:
     """The Bolt app with taubot's listeners.
+
+    ``process_before_response`` (Bolt's option) answers the HTTP request only after the
+    listener finished: tests use it to read what a press did without waiting on threads.
 
     ``client``/``redis``/``queue``/``resolver`` default to ones built from
     ``settings``. ``socket_mode`` turns off request signature checks (Socket
@@ -85,6 +89,7 @@ def build_app(
     )
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
     app = App(
+        process_before_response=process_before_response,
         client=client or make_web_client(settings),
         signing_secret=secret,
         request_verification_enabled=not socket_mode,

@@ -34,7 +34,7 @@ def play(shell: Shell) -> int:
         before = set(shell.surface.messages)
         shell.line(line)
         if first_card_ts is None:
-            new = [ts for (_, ts), m in shell.surface.messages.items() if (_, ts) not in before and m["blocks"]]
+            new = [key[1] for key, m in shell.surface.messages.items() if key not in before and m["blocks"]]
             first_card_ts = new[0] if new else None
     escalate = next((b for b in shell.surface.buttons.values()
                      if b.action_id == ESCALATE_ACTION and b.ts == first_card_ts), None)

@@ -161,7 +161,9 @@ def slack_app_factory(redis_url: str, tmp_path: Path, worker_env: str,
             conn = Redis.from_url(redis_url)
             stack.callback(conn.close)
             queue = Queue(settings.queue_name, connection=conn)
-            server = stack.enter_context(BackgroundServer(build_app(settings, queue=queue)))
+            # Listeners finish before the HTTP answer: what a press did is visible when post() returns.
+            app = build_app(settings, queue=queue, process_before_response=True)
+            server = stack.enter_context(BackgroundServer(app))
             clock = ManualClock(EXAMPLE_NOW)
             services = Services.for_slack(settings, clock=clock)
             stack.callback(services.redis.close)

@@ -92,7 +92,8 @@ def test_crashloop_rayjob_card() -> None:
     assert "CrashLoopBackOff" in text and "No module named 'flash_attn'" in text
     assert "a Running pod means containers started, not progress" in text
     assert "*Owner*\nresearcher" in text and "*Transient*\nno" in text
-    assert "not available yet" not in text  # the watch footer comes from workers/watch.py
+    # The watch footer and Stop button come from the watch flow, not from a plain card.
+    assert "Watching" not in text and not [b for b in card.blocks if b["type"] == "actions"]
     assert "`--run-profile`: no GPU telemetry" in text
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from bot.commands import STILL_WORKING, TauCommands
@@ -17,14 +16,15 @@ ALICE = Identity(user="alice@example.com", groups=("team-vision",))
 
 
 class SlowResolver:
-    """An identity source that takes longer than the ack budget (a slow users.info)."""
+    """An identity source that answers only when the test releases it: a users.info that
+    outlasts the ack budget, without the test depending on how long anything takes."""
 
-    def __init__(self, seconds: float, answer: Identity | Unmapped) -> None:
-        self.seconds = seconds
+    def __init__(self, answer: Identity | Unmapped) -> None:
         self.answer = answer
+        self.release = threading.Event()
 
     def resolve(self, slack_user_id: str) -> Identity | Unmapped:
-        time.sleep(self.seconds)
+        assert self.release.wait(10), "the test never released the resolver"
         return self.answer
 
 
@@ -50,11 +50,11 @@ PAYLOAD = {"text": "status r", "user_id": "U012ALICE", "channel_id": "C1", "resp
 def test_slow_refusal_acks_in_budget_then_tells_the_user() -> None:
     responses, jobs = Recorder(), Recorder()
     refusal = Unmapped(slack_user_id="U012ALICE", reason="ask the platform operator")
-    commands = TauCommands(SlowResolver(0.4, refusal), jobs.enqueue, ack_budget=0.1)
-    started = time.monotonic()
+    resolver = SlowResolver(refusal)
+    commands = TauCommands(resolver, jobs.enqueue, ack_budget=0.01)
     reply = commands.handle(PAYLOAD, responses.respond)
-    assert time.monotonic() - started < 0.3
-    assert reply == STILL_WORKING
+    assert reply == STILL_WORKING  # the resolver is still blocked: the ack did not wait for it
+    resolver.release.set()
     assert responses.done.wait(5)
     assert responses.calls == [{"text": "⛔ ask the platform operator", "response_type": "ephemeral",
                                 "replace_original": False}]
@@ -63,10 +63,12 @@ def test_slow_refusal_acks_in_budget_then_tells_the_user() -> None:
 
 def test_slow_success_acks_in_budget_and_says_nothing_more() -> None:
     responses, jobs = Recorder(), Recorder()
-    commands = TauCommands(SlowResolver(0.3, ALICE), jobs.enqueue, ack_budget=0.05)
+    resolver = SlowResolver(ALICE)
+    commands = TauCommands(resolver, jobs.enqueue, ack_budget=0.01)
     assert commands.handle(PAYLOAD, responses.respond) == STILL_WORKING
+    resolver.release.set()
     assert jobs.done.wait(5)
-    time.sleep(0.1)
+    commands.executor.shutdown(wait=True)  # the late-reply callback has run when this returns
     assert responses.calls == []
     assert len(jobs.calls) == 1
 
@@ -75,7 +77,9 @@ def test_enqueue_bug_is_an_ephemeral_error_not_an_exception() -> None:
     def broken(command: Command, identity: Identity, payload: dict[str, Any]) -> None:
         raise RuntimeError("bug")
 
-    reply = TauCommands(SlowResolver(0, ALICE), broken).handle(PAYLOAD, Recorder().respond)
+    resolver = SlowResolver(ALICE)
+    resolver.release.set()
+    reply = TauCommands(resolver, broken).handle(PAYLOAD, Recorder().respond)
     assert "internal error" in reply.text and not reply.queued
 
 

@@ -9,11 +9,12 @@ from the requests the emulator recorded.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
+from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 
 from tests.fakes.kube_api import KubeEmulator, running_emulator
@@ -151,7 +152,9 @@ def test_retry_after_slack_failure_posts_once_and_no_error_card(
         slack_app.work()
         assert job_id in ScheduledJobRegistry(queue=slack_app.queue).get_job_ids()
         assert not slack_app.fake.messages(CHANNEL)  # no error card while a retry is pending
-        time.sleep(2.2)  # the first retry interval
+        # The retry waits its interval in rq's ScheduledJobRegistry: make it due, as time would.
+        registry = ScheduledJobRegistry(queue=slack_app.queue)
+        registry.schedule(Job.fetch(job_id, connection=slack_app.redis), datetime(2000, 1, 1, tzinfo=UTC))
         slack_app.work(with_scheduler=True)
         _, card = parent_and_card(slack_app)
         assert "*First incomplete: Kueue admission*" in card_text(card["blocks"])

@@ -26,7 +26,7 @@ def describe_failure(exc_type: type[BaseException] | None, exc: BaseException | 
     if isinstance(exc, JobTimeoutException):
         return "the diagnosis took longer than the job timeout"
     if isinstance(exc, SlackUnavailable):
-        return f"Slack: {exc}"
+        return str(exc)
     name = exc_type.__name__ if exc_type is not None else "error"
     text = " ".join(str(exc).split()) if exc is not None else ""
     return truncate(f"{name}: {text}" if text else name, 500)

@@ -70,7 +70,7 @@ def ensure_parent(services: Services, request: CommandRequest, job: Job | None) 
         if sent.kind == "cannot_post" and request.response_url:
             log.info("cannot post in %s (%s): answering privately", request.channel, sent.error)
             return None
-        raise SlackUnavailable(f"could not post in {request.channel}: {sent.error or sent.kind}")
+        raise SlackUnavailable(f"Slack API error: {sent.error or sent.kind} (posting in {request.channel})")
     if job is not None:
         job.meta[META_PARENT_TS] = sent.ts
         job.save_meta()
@@ -89,7 +89,7 @@ def deliver(services: Services, request: CommandRequest, parent_ts: str | None, 
         return None
     posted = services.cards.post(request.channel, context, thread_ts=parent_ts)
     if isinstance(posted, Failed):
-        raise SlackUnavailable(f"could not post the card: {posted.error or posted.kind}")
+        raise SlackUnavailable(f"Slack API error: {posted.error or posted.kind} (posting the card)")
     if job is not None:
         job.meta[META_CARD_TS] = posted.ts
         job.save_meta()
