@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
+from workers.clock import SystemClock
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.render_text import render_text
@@ -38,7 +39,7 @@ def valid_run_name(name: str) -> str:
 
 def parse_now(text: str | None) -> datetime:
     if text is None:
-        return datetime.now(UTC)
+        return SystemClock().now()
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

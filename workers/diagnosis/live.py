@@ -276,7 +276,7 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
         objects, tw = collected.objects, collected.tauworkspace
         gpu_profile: GpuProfile | None = None
         if profile and isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready":
-            gpu_profile = await collect_profile(reader, find_run(objects, run, ns))
+            gpu_profile = await collect_profile(reader, find_run(objects, run, ns), now=now)
     report: LayerReport | None = None
     if isinstance(tw, ReadError):
         report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Literal
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -515,7 +515,7 @@ async def _discover(reader: KubeReader, nodes: list[str]
                     f"{DCGM_LABEL} and {TAUGRID_LABEL} cluster-wide")
 
 
-async def collect_profile(reader: KubeReader, run_objects: RunObjects, *,
+async def collect_profile(reader: KubeReader, run_objects: RunObjects, *, now: datetime,
                           finished: bool | None = None) -> GpuProfile:
     """Discover the exporters on the run's nodes and read each once, under the reader's identity.
 
@@ -525,7 +525,7 @@ async def collect_profile(reader: KubeReader, run_objects: RunObjects, *,
     """
     start = reader.requests_made
     if finished is None:
-        finished = RunContext(objs=run_objects, now=datetime.now(UTC)).terminal() is not None
+        finished = RunContext(objs=run_objects, now=now).terminal() is not None
     pods, claims = run_objects.pods, run_objects.claims
     if not run_objects.found:
         return unavailable_profile("run not found")
