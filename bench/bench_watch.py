@@ -46,19 +46,25 @@ from redis import Redis
 from rq import Queue, SimpleWorker
 
 from bench.ack_latency import cleanup
-from bot.grammar import StatusCommand
 from tests.fakes.kube_api import running_emulator
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
-from workers.jobs import enqueue_status
-from workers.kube.client import Identity
-from workers.watch import KEY_PREFIX, load_state, watch_id
+from workers.contracts.commands import StatusCommand
+from workers.contracts.identity import Identity
+from workers.contracts.ids import watch_id as _watch_id
+from workers.contracts.requests import StatusRequest
+from workers.flows.watch import KEY_PREFIX, load_state
+from workers.queue import RqQueue, enqueue_request
 
 TOKEN = "xoxb-bench"
 USER = "U012ALICE"
 IDENTITY = Identity(user="alice@example.com", groups=("team-vision",))
 T0 = datetime.now(UTC) - timedelta(hours=5)  # "created 5h ago" stays put during the bench
+
+
+def watch_id(channel: str, run: str) -> str:
+    return _watch_id(channel, "vision", run)
 
 
 def channel(i: int) -> str:
@@ -158,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for i in range(n):
                 command = StatusCommand(run=run_name(i), watch=True, interval=args.interval)
-                enqueue_status(queue, command, IDENTITY, channel(i), USER, None, retries=0)
+                request = StatusRequest(command=command, identity=IDENTITY, channel=channel(i), user=USER,
+                                        requested_at=datetime.now(UTC))
+                enqueue_request(RqQueue(queue), request, retries=0)
             started = time.perf_counter()
             SimpleWorker([queue], connection=conn).work(burst=True)
             print(f"{n} watches started (status job + first card each) in "

@@ -440,6 +440,8 @@ class KubeEmulator:
         self.latency = latency
         self.watch_timeout = watch_timeout
         self.pod_logs: dict[tuple[str, str, str | None], str] = dict(pod_logs or {})
+        # The previous (terminated) instance's log of a container, as `kubectl logs --previous`.
+        self.previous_logs: dict[tuple[str, str, str], str] = {}
         self.requests: list[RecordedRequest] = []
         self.base_url = ""
         self._lock = threading.RLock()
@@ -983,6 +985,17 @@ class KubeEmulator:
                 raise _HTTPStatus(400, f"container {container} is not valid for pod {name}")
             text = self.pod_logs.get((ns, name, container),
                                      self.pod_logs.get((ns, name, None), ""))
+        if query.get("previous") == "true":
+            # kubelet: "previous terminated container %q in pod %q not found"
+            previous = self.previous_logs.get((ns, name, container or ""))
+            if previous is None:
+                raise _HTTPStatus(400, f'previous terminated container "{container}" in pod "{name}" '
+                                  "not found")
+            text = previous
+        if query.get("timestamps") != "true":
+            # Stored logs carry the kubelet's RFC 3339 prefix (as `--timestamps` shows them).
+            text = "".join(line.split(" ", 1)[1] if " " in line else line
+                           for line in text.splitlines(keepends=True))
         if tail := query.get("tailLines"):
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""

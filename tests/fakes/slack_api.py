@@ -130,7 +130,7 @@ class FakeSlack:
         self._responses: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._views: list[dict[str, Any]] = []
         self._faults: dict[str, deque[_Fault]] = defaultdict(deque)
-        self._ts_second = int(time.time())
+        self._ts_second = 1764500000  # any fixed second: ts values only need to be unique and ordered
         self._ts_seq = 99
         self._view_seq = 0
         self._is_down = False
@@ -152,7 +152,10 @@ class FakeSlack:
             "usergroups.list": self._usergroups_list,
             "conversations.open": self._conversations_open,
             "views.open": self._views_open,
+            "files.getUploadURLExternal": self._files_get_upload_url,
+            "files.completeUploadExternal": self._files_complete_upload,
         }
+        self._files: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ URLs
 
@@ -359,6 +362,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/response/{response_id}", self._handle_response_url)
+        app.router.add_post("/upload/{file_id}", self._handle_upload)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await self._start_site()
@@ -460,8 +464,46 @@ class FakeSlack:
             self._changed.notify_all()
         return web.json_response({"ok": True})
 
+    async def _handle_upload(self, request: web.Request) -> web.Response:
+        """Step 2 of files_upload_v2: the bytes go to the URL step 1 handed out."""
+        file_id = request.match_info["file_id"]
+        data = await request.read()
+        with self._lock:
+            if file_id not in self._files:
+                return web.Response(status=404, text="unknown file")
+            self._files[file_id]["content"] = data
+            self._changed.notify_all()
+        return web.Response(text="OK - " + str(len(data)))
+
+    def files(self) -> list[dict[str, Any]]:
+        """Uploaded files: ``{id, filename, content (bytes), channel, thread_ts, title}``."""
+        with self._lock:
+            return [dict(f) for f in self._files.values() if f.get("shared")]
+
     # ---------------------------------------------------- method handlers
     # Called with the lock held.
+
+    def _files_get_upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not params.get("filename") or not str(params.get("length") or "").isdigit():
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F{len(self._files) + 1:08d}"
+        self._files[file_id] = {"id": file_id, "filename": params["filename"],
+                                "length": int(params["length"]), "content": b""}
+        return {"ok": True, "upload_url": f"{self.base_url}/upload/{file_id}", "file_id": file_id}
+
+    def _files_complete_upload(self, params: dict[str, Any]) -> dict[str, Any]:
+        files = params.get("files")
+        if isinstance(files, str):
+            files = json.loads(files)
+        done = []
+        for entry in files or []:
+            f = self._files.get(entry.get("id"))
+            if f is None or len(f["content"]) != f["length"]:
+                return {"ok": False, "error": "file_upload_incomplete"}
+            f.update(shared=True, title=entry.get("title"), channel=params.get("channel_id"),
+                     thread_ts=params.get("thread_ts"), initial_comment=params.get("initial_comment"))
+            done.append({"id": f["id"], "title": entry.get("title"), "name": f["filename"]})
+        return {"ok": True, "files": done}
 
     def _next_ts(self) -> str:
         self._ts_seq += 1
