@@ -27,13 +27,14 @@ from bot.identity import ASK_OPERATOR, Unmapped
 from workers.contracts.commands import (
     Command,
     HelpCommand,
+    LogsCommand,
     StatusCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
 )
 from workers.contracts.grammar import CommandError, help_lines, parse
 from workers.contracts.identity import Identity
-from workers.contracts.requests import StatusRequest, WorkspaceRequest
+from workers.contracts.requests import LogsRequest, StatusRequest, WorkspaceRequest
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import code, escape
 from workers.settings import Settings
@@ -105,6 +106,9 @@ def queued_reply(command: Command) -> Reply:
             lines.append("👀 `--watch`: the card then updates in place until the run settles; if this "
                          "run is already watched in this channel, you join that watch instead.")
         return Reply("\n".join(lines), queued=True)
+    if isinstance(command, LogsCommand):
+        return Reply(f"📜 Fetching the log of {code(command.run, 80)}… it will appear in a thread in this "
+                     "channel.", queued=True)
     return Reply(
         f"🔎 Checking {code(command.display(), 200)}… the answer will appear in a thread in this channel.",
         queued=True,
@@ -207,9 +211,11 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
             "requested_at": datetime.now(UTC),
         }
         if isinstance(command, StatusCommand):
-            request: StatusRequest | WorkspaceRequest = StatusRequest(command=command, **common)
+            request: StatusRequest | WorkspaceRequest | LogsRequest = StatusRequest(command=command, **common)
         elif isinstance(command, WorkspaceConnectionCommand | WorkspaceStatusCommand):
             request = WorkspaceRequest(command=command, **common)
+        elif isinstance(command, LogsCommand):
+            request = LogsRequest(command=command, **common)
         else:
             raise TypeError(f"no job for {type(command).__name__}")
         return enqueue_request(queue, request, timeout=settings.job_timeout_seconds,

@@ -53,6 +53,7 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict, MultiDict
 
+_KUBELET_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d) ")
 BOT_USER = "system:serviceaccount:taubot:taubot"
 BOT_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:taubot", "system:authenticated")
 
@@ -994,8 +995,7 @@ class KubeEmulator:
             text = previous
         if query.get("timestamps") != "true":
             # Stored logs carry the kubelet's RFC 3339 prefix (as `--timestamps` shows them).
-            text = "".join(line.split(" ", 1)[1] if " " in line else line
-                           for line in text.splitlines(keepends=True))
+            text = "".join(_KUBELET_STAMP.sub("", line, count=1) for line in text.splitlines(keepends=True))
         if tail := query.get("tailLines"):
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""

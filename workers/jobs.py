@@ -21,8 +21,14 @@ import redis
 from rq import get_current_job
 from rq.job import Job
 
-from workers.contracts.requests import EscalateRequest, StatusRequest, StopRequest, WorkspaceRequest
-from workers.flows import escalation, failure, status, watch
+from workers.contracts.requests import (
+    EscalateRequest,
+    LogsRequest,
+    StatusRequest,
+    StopRequest,
+    WorkspaceRequest,
+)
+from workers.flows import escalation, failure, logs, status, watch
 from workers.services import current
 
 log = logging.getLogger(__name__)
@@ -41,6 +47,13 @@ def workspace_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau workspace connection|status`."""
     services = current()
     return status.run_workspace(services, WorkspaceRequest.model_validate(request), job=get_current_job())
+
+
+def logs_job(request: dict[str, Any]) -> dict[str, Any]:
+    """`/tau logs`."""
+    services = current()
+    return logs.run_logs(services, LogsRequest.model_validate(request), job=get_current_job(),
+                         now=services.clock.now())
 
 
 def watch_tick(wid: str, tick: int) -> dict[str, Any]:
@@ -90,5 +103,5 @@ def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
         log.exception("watch tick %s: failure callback could not end the watch", job.id)
 
 
-__all__ = ["escalate_job", "on_job_failure", "on_tick_failure", "status_job", "stop_job", "watch_tick",
-           "workspace_job"]
+__all__ = ["escalate_job", "logs_job", "on_job_failure", "on_tick_failure", "status_job", "stop_job",
+           "watch_tick", "workspace_job"]

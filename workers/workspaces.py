@@ -145,11 +145,24 @@ class SlackSpec(_Strict):
     channels: list[SlackChannelId] = Field(default_factory=list)
 
 
+def _kusto_endpoint(value: str) -> str:
+    """https, or plain http only to this machine (a local Kusto endpoint for tests)."""
+    https = value.startswith("https://") and len(value) > len("https://")
+    if not https and not _LOOPBACK_HTTP.match(value):
+        raise ValueError(f'endpoint "{value}" must be an https:// URL (plain http only to 127.0.0.1 '
+                         "or localhost)")
+    return value
+
+
 class KustoLogs(_Strict):
-    """Azure Data Explorer location of the workspace's container logs (layer 7)."""
+    """Azure Data Explorer location of the workspace's container logs (layer 7).
+
+    `cluster` is the exact Cluster value of the offloaded logs (the guide's
+    `--kusto-cluster`): TauGrid never guesses it from the kube context.
+    """
 
     cluster: str = Field(min_length=1)
-    endpoint: str = Field(pattern=r"^https://", min_length=9)
+    endpoint: Annotated[str, AfterValidator(_kusto_endpoint)]
     database: str = Field(min_length=1)
 
 

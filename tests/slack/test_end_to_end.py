@@ -99,7 +99,7 @@ def test_crash_looping_rayjob_with_hostile_pod_message(slack_app: SlackApp) -> N
         assert "CrashLoopBackOff" in text
         assert "a Running pod means containers started, not progress" in text
         assert "*Owner*\nresearcher" in text and "*Transient*\nno" in text
-        assert "read the container's last log" in text
+        assert "/tau logs ray-pretrain-13b --previous" in text
         # No dcgm-exporter runs in this emulated cluster: the profile says so, never a zero.
         assert "*GPU run profile*" in text and "`gpu_utilization`: unavailable" in text
         assert "`cuda_compute_process`: unavailable" in text

@@ -8,6 +8,7 @@ from workers.contracts.grammar import (
     USAGE,
     CommandError,
     HelpCommand,
+    LogsCommand,
     StatusCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
@@ -38,6 +39,9 @@ ACCEPTED = [
     ("workspace connection", WorkspaceConnectionCommand()),
     ("workspace connection --workspace vision", WorkspaceConnectionCommand(workspace="vision")),
     ("workspace status vision", WorkspaceStatusCommand(workspace="vision")),
+    ("logs r", LogsCommand(run="r")),
+    ("logs r --tail 500 --previous --workspace vision",
+     LogsCommand(run="r", tail=500, previous=True, workspace="vision")),
 ]
 
 
@@ -66,7 +70,10 @@ REFUSED = [
     ("status r --watch --interval soon", "invalid --interval 'soon'", "status"),
     ("status r --watch --interval 2", "invalid --interval 2", "status"),
     ("status r --watch --interval 100000", "invalid --interval 100000", "status"),
-    ("logs r", "unknown command 'logs'", None),
+    ("logs", "missing run name", "logs"),
+    ("logs r --tail 0", "invalid --tail 0: between 1 and 5000 lines", "logs"),
+    ("logs r --tail lots", "invalid --tail 'lots'", "logs"),
+    ("logs r --watch", "unknown option '--watch' for `/tau logs`", "logs"),
     ("stauts r", "unknown command 'stauts'", None),
     ("help me", "unexpected argument 'me'", "help"),
     ("workspace", "needs `connection` or `status <workspace>`", "workspace"),
@@ -97,9 +104,10 @@ def test_help_lists_only_commands_that_parse() -> None:
     for usage, _ in help_lines():
         example = (usage.removeprefix("/tau ").replace("<run>", "r").replace("<workspace>", "vision")
                    .replace("[--workspace W]", "--workspace vision").replace("[--watch [--interval N]]",
-                   "--watch --interval 30").replace("[--run-profile]", "--run-profile"))
+                   "--watch --interval 30").replace("[--run-profile]", "--run-profile")
+                   .replace("[--tail N]", "--tail 500").replace("[--previous]", "--previous"))
         parse(example)
-    assert not any("logs" in usage for usage, _ in help_lines())
+    assert any(usage.startswith("/tau logs") for usage, _ in help_lines())
 
 
 def test_commands_round_trip_through_json() -> None:

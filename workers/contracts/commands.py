@@ -72,16 +72,42 @@ class WorkspaceStatusCommand(_Command):
         return f"/tau workspace status {self.workspace}"
 
 
-Command = StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand
+DEFAULT_LOG_TAIL = 200
+MAX_LOG_TAIL = 5000
+
+
+class LogsCommand(_Command):
+    """`/tau logs <run> [--tail N] [--previous] [--workspace W]`: the run's log (SPEC §7a)."""
+
+    verb: Literal["logs"] = "logs"
+    run: Dns1123
+    tail: int = Field(default=DEFAULT_LOG_TAIL, ge=1, le=MAX_LOG_TAIL)
+    previous: bool = False
+    workspace: Dns1123 | None = None
+
+    def display(self) -> str:
+        parts = ["/tau logs", self.run]
+        if self.workspace:
+            parts += ["--workspace", self.workspace]
+        if self.tail != DEFAULT_LOG_TAIL:
+            parts += ["--tail", str(self.tail)]
+        if self.previous:
+            parts.append("--previous")
+        return " ".join(parts)
+
+
+Command = StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand | LogsCommand
 
 USAGE: dict[str, str] = {
     "status": "/tau status <run> [--workspace W] [--watch [--interval N]] [--run-profile]",
+    "logs": "/tau logs <run> [--tail N] [--previous] [--workspace W]",
     "workspace connection": "/tau workspace connection [--workspace W]",
     "workspace status": "/tau workspace status <workspace>",
     "help": "/tau help",
 }
 DESCRIPTIONS: dict[str, str] = {
     "status": "diagnose a run: the first lifecycle phase that is not done, who owns it, what to do",
+    "logs": "the run's log: the Ray driver log, the Job pod's, or Azure Data Explorer once they are gone",
     "workspace connection": "check that taubot can reach your workspace's cluster as you (layer 1)",
     "workspace status": "check that a TauWorkspace is Ready (layer 2)",
     "help": "this list",

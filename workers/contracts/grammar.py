@@ -24,13 +24,16 @@ Rules, all of them pinned by tests:
 from __future__ import annotations
 
 from .commands import (
+    DEFAULT_LOG_TAIL,
     DESCRIPTIONS,
     DNS1123_LABEL,
     MAX_INTERVAL_SECONDS,
+    MAX_LOG_TAIL,
     MIN_INTERVAL_SECONDS,
     USAGE,
     Command,
     HelpCommand,
+    LogsCommand,
     StatusCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
@@ -76,9 +79,9 @@ def _split(text: str) -> list[str]:
 
 
 _VALUE_FLAGS = {"status": {"--workspace", "--interval"}, "workspace connection": {"--workspace"},
-                "workspace status": set(), "help": set()}
+                "workspace status": set(), "help": set(), "logs": {"--tail", "--workspace"}}
 _BOOL_FLAGS = {"status": {"--watch", "--run-profile"}, "workspace connection": set(),
-               "workspace status": set(), "help": set()}
+               "workspace status": set(), "help": set(), "logs": {"--previous"}}
 
 
 def _options(words: list[str], verb: str) -> tuple[list[str], dict[str, str | bool]]:
@@ -176,6 +179,27 @@ def _parse_workspace(words: list[str]) -> WorkspaceConnectionCommand | Workspace
     raise CommandError(f"unknown workspace command {_echo(sub)}", "workspace")
 
 
+def _parse_logs(words: list[str]) -> LogsCommand:
+    positionals, flags = _options(words, "logs")
+    if not positionals:
+        raise CommandError("missing run name", "logs")
+    if len(positionals) > 1:
+        raise CommandError(f"unexpected argument {_echo(positionals[1])}", "logs")
+    run = _check_name(positionals[0], "run name", "logs")
+    tail = DEFAULT_LOG_TAIL
+    if (given := flags.get("--tail")) is not None:
+        try:
+            tail = int(str(given))
+        except ValueError:
+            raise CommandError(f"invalid --tail {_echo(str(given))}: give a number of lines, e.g. 500",
+                               "logs") from None
+        if not 1 <= tail <= MAX_LOG_TAIL:
+            raise CommandError(f"invalid --tail {tail}: between 1 and {MAX_LOG_TAIL} lines", "logs")
+    workspace = flags.get("--workspace")
+    return LogsCommand(run=run, tail=tail, previous=bool(flags.get("--previous")),
+                       workspace=_check_name(str(workspace), "workspace name", "logs") if workspace else None)
+
+
 def parse(text: str) -> Command:
     """Parse the text after `/tau`; raises `CommandError` for anything it does not understand."""
     words = _split(text or "")
@@ -188,6 +212,8 @@ def parse(text: str) -> Command:
         return _parse_status(rest)
     if verb == "workspace":
         return _parse_workspace(rest)
+    if verb == "logs":
+        return _parse_logs(rest)
     raise CommandError(f"unknown command {_echo(words[0])}")
 
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .commands import StatusCommand, WorkspaceConnectionCommand, WorkspaceStatusCommand
+from .commands import LogsCommand, StatusCommand, WorkspaceConnectionCommand, WorkspaceStatusCommand
 from .identity import Identity
 from .ids import RECORD_ID, SLACK_CHANNEL, SLACK_USER, WATCH_ID
 
@@ -45,6 +45,11 @@ class StatusRequest(CommandRequest):
 class WorkspaceRequest(CommandRequest):
     job: ClassVar[str] = f"{JOBS}.workspace_job"
     command: WorkspaceConnectionCommand | WorkspaceStatusCommand
+
+
+class LogsRequest(CommandRequest):
+    job: ClassVar[str] = f"{JOBS}.logs_job"
+    command: LogsCommand
 
 
 class EscalateRequest(BaseModel):
@@ -83,7 +88,7 @@ class StopRequest(BaseModel):
         return f"stop {self.watch}"
 
 
-Request = StatusRequest | WorkspaceRequest | EscalateRequest | StopRequest
+Request = StatusRequest | WorkspaceRequest | LogsRequest | EscalateRequest | StopRequest
 
-__all__ = ["CommandRequest", "EscalateRequest", "Request", "StatusRequest", "StopRequest",
+__all__ = ["CommandRequest", "EscalateRequest", "LogsRequest", "Request", "StatusRequest", "StopRequest",
            "WorkspaceRequest"]

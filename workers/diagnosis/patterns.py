@@ -133,8 +133,8 @@ DRA_UNALLOCATED = Finding(
 
 # Terminated/waiting container reasons and what they mean for the run.
 CRASH_ACTION = (
-    "The application crashes before it is ready: read the container's last log "
-    "(tau logs <run>) and fix the code or config; resubmitting unchanged reproduces it."
+    "The application crashes before it is ready: read the crashed container's log "
+    "(`/tau logs <run> --previous`) and fix the code or config; resubmitting unchanged reproduces it."
 )
 OOM_ACTION = (
     "The container ran out of memory (OOMKilled): raise its memory limit in the run config "

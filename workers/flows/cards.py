@@ -27,10 +27,12 @@ from pydantic import BaseModel
 
 from workers.render.cards import (
     ErrorCardContext,
+    LogsCardContext,
     PhaseCardContext,
     RenderedCard,
     WorkspaceCardContext,
     render_error_card,
+    render_logs_card,
     render_phase_card,
     render_workspace_card,
 )
@@ -43,7 +45,7 @@ LOCK_TIMEOUT_SECONDS = 60
 LOCK_WAIT_SECONDS = 30
 UPDATE_MAX_WAIT_SECONDS = 5.0
 
-CardContext = PhaseCardContext | WorkspaceCardContext | ErrorCardContext
+CardContext = PhaseCardContext | WorkspaceCardContext | ErrorCardContext | LogsCardContext
 Outcome = Literal["unchanged", "updated", "deferred", "gone", "missing"]
 
 
@@ -51,6 +53,7 @@ KINDS: dict[type[BaseModel], tuple[str, Callable[..., RenderedCard], frozenset[s
     PhaseCardContext: ("phase", render_phase_card, frozenset({"watch_updated"})),
     WorkspaceCardContext: ("workspace", render_workspace_card, frozenset()),
     ErrorCardContext: ("error", render_error_card, frozenset()),
+    LogsCardContext: ("logs", render_logs_card, frozenset()),
 }
 MODELS: dict[str, type[BaseModel]] = {name: model for model, (name, _, _) in KINDS.items()}
 

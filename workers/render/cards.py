@@ -38,7 +38,7 @@ from workers.diagnosis.models import Diagnosis, PhaseState
 from workers.diagnosis.profile import GpuProfile, profile_lines
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
-from .mrkdwn import code, code_block, escape, plain, slack_len
+from .mrkdwn import code, code_block, escape, plain, slack_len, truncate
 
 
 def _templates_dir() -> Path:
@@ -135,6 +135,19 @@ class WorkspaceCardContext(BaseModel):
     checks: str = ""
     handoff: str = ""
     reference: str
+    fallback: str
+
+
+class LogsCardContext(BaseModel):
+    """What `logs_card.json.j2` shows; every string mrkdwn-safe and within its limit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    header: str
+    fields: list[str]
+    lines: str = ""
+    unavailable: str = ""
+    note: str
     fallback: str
 
 
@@ -347,6 +360,52 @@ def build_workspace_card(report: LayerReport, *, command: str) -> WorkspaceCardC
     )
 
 
+LOG_CARD_LINES = 20
+LOG_BLOCK_BUDGET = 2800  # with its heading, within a section's 3000
+
+
+def build_logs_card(logs: Any, *, command: str, file_attached: bool) -> LogsCardContext:
+    """The answer to `/tau logs`: where the log came from and its last ~20 lines.
+
+    The lines are cluster text: escaped and put in a code block whose fences
+    they cannot close (`code_block` replaces backticks), cut from the front so
+    the newest lines stay.
+    """
+    source = {"ray-dashboard": "Ray dashboard (driver log)", "pod": "pod log", "kusto": "Azure Data Explorer"}
+    shown = logs.lines[-LOG_CARD_LINES:]
+    times = [line.time for line in logs.lines if line.time]
+    span = f"{times[0]} → {times[-1]}" if times else "—"
+    fields = [
+        f"*Run*\n{code(logs.run, NAME_BUDGET)}",
+        f"*Source*\n{escape(source.get(logs.source or '', 'none answered'), 60)}",
+        f"*Pod / container*\n{code(logs.pod, 200) if logs.pod else '—'} "
+        f"{code(logs.container, 100) if logs.container else ''}".rstrip(),
+        f"*Time range*\n{escape(span, 200)}",
+    ]
+    body = "\n".join(line.text for line in shown)
+    lines = ""
+    if logs.source is not None:
+        older = " (older lines exist)" if logs.truncated else ""
+        head = f"*Last {len(shown)} of {len(logs.lines)} lines*{older}"
+        shown_body = code_block(body, LOG_BLOCK_BUDGET, tail=True) if body else "_the log is empty_"
+        lines = f"{head}\n{shown_body}"
+    unavailable = ""
+    if logs.unavailable:
+        tried = "Tried first" if logs.source else "No source answered"
+        unavailable = f"*{tried}:*\n" + "\n".join(f"• {escape(u, 400)}" for u in logs.unavailable[:6])
+    note = (f"The full tail ({len(logs.lines)} lines) is attached in this thread." if file_attached
+            else f"{code(command, 300)}")
+    where = logs.source or "no source"
+    return LogsCardContext(
+        header=plain(f"📜 {logs.run} · log", MAX_HEADER_TEXT),
+        fields=fields,
+        lines=lines,
+        unavailable=truncate(unavailable, MAX_SECTION_TEXT),
+        note=note,
+        fallback=escape(f"log of {logs.run} from {where}: {len(logs.lines)} lines", 300),
+    )
+
+
 # ----------------------------------------------------------------- rendering
 
 
@@ -391,6 +450,10 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
 
 def render_error_card(context: ErrorCardContext) -> RenderedCard:
     return RenderedCard(text=context.fallback, blocks=render_template("error_card.json.j2", context))
+
+
+def render_logs_card(context: LogsCardContext) -> RenderedCard:
+    return RenderedCard(text=context.fallback, blocks=render_template("logs_card.json.j2", context))
 
 
 def render_workspace_card(context: WorkspaceCardContext) -> RenderedCard:
@@ -449,15 +512,18 @@ def validate_blocks(blocks: Any) -> None:
 __all__ = [
     "CardError",
     "ErrorCardContext",
+    "LogsCardContext",
     "PhaseCardContext",
     "RenderedCard",
     "STATE_EMOJI",
     "WorkspaceCardContext",
     "build_error_card",
+    "build_logs_card",
     "build_phase_card",
     "build_workspace_card",
     "phase_tree_text",
     "render_error_card",
+    "render_logs_card",
     "render_phase_card",
     "render_workspace_card",
     "validate_blocks",

@@ -49,6 +49,10 @@ class Surface(Protocol):
 
     def permalink(self, channel: str, ts: str) -> str | None: ...
 
+    def upload(self, channel: str, thread_ts: str | None, filename: str, content: str,
+               title: str) -> Sent | Failed:
+        """A text file in the channel (or thread): the full tail of a log."""
+
     def open_dm(self, user: str) -> str | Failed: ...
 
     def user_by_email(self, email: str) -> dict[str, Any] | Failed: ...

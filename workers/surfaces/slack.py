@@ -113,6 +113,16 @@ class SlackSurface:
             return None
         return link if _PERMALINK.match(link) else None
 
+    def upload(self, channel: str, thread_ts: str | None, filename: str, content: str,
+               title: str) -> Sent | Failed:
+        """files_upload_v2 (Slack's external upload flow); needs the `files:write` scope."""
+        try:
+            self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, filename=filename,
+                                        content=content, title=title)
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, CANNOT_POST)
+        return Sent(channel=channel, ts=thread_ts or "")
+
     def open_dm(self, user: str) -> str | Failed:
         try:
             return str(self.client.conversations_open(users=user)["channel"]["id"])

@@ -103,6 +103,13 @@ class TerminalSurface:
     def permalink(self, channel: str, ts: str) -> str | None:
         return f"https://taubot.invalid/archives/{channel}/p{ts.replace('.', '')}"
 
+    def upload(self, channel: str, thread_ts: str | None, filename: str, content: str,
+               title: str) -> Sent | Failed:
+        lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+        indent = "    " if thread_ts else ""
+        self.write(f"{indent}📎 {filename} ({lines} lines) — {title}\n")
+        return Sent(channel=channel, ts=thread_ts or "")
+
     def open_dm(self, user: str) -> str | Failed:
         return f"D{user[1:]}"
 

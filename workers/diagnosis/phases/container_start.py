@@ -28,7 +28,7 @@ HEALTHY = Finding(owner="researcher", transient=False, next_action="Containers s
 JOB_FAILED = Finding(
     owner="researcher",
     transient=False,
-    next_action="The Job failed: read the failed pod's log (tau logs <run>), fix, and resubmit.",
+    next_action="The Job failed: read the failed pod's log (`/tau logs <run>`), fix, and resubmit.",
 )
 
 

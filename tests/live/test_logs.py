@@ -1,0 +1,201 @@
+"""`taubot logs` and `/tau logs` through the emulator, the fake Kusto and the fake Slack (SPEC §7a).
+
+Log lines are real formats (shared/reference/training-logs.md): Hugging Face
+Trainer dicts (transformers 4.46 `trainer_callback.py`), the Ray submitter's
+`Job '…' submitted successfully` (ray-project/ray#51601) and the PyTorch
+NCCL watchdog line (hiyouga/LlamaFactory#7396).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.fakes.kube_api import KubeEmulator, running_emulator
+from tests.fakes.kusto_api import FakeKusto, running_fake_kusto
+from tests.fixtures import k8s
+from tests.live.conftest import workspace_objects
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_ID = ("/subscriptions/0000/resourceGroups/rg-east/providers/Microsoft.ContainerService/"
+              "managedClusters/aks-east-prod")  # an AKS ARM id, as ContainerLogV2._ResourceId holds it
+RAY_RUN = "ray-pretrain-13b"
+JOB_RUN = "llama-ft-7b"
+# Ray driver output: the submitter's lines (ray#51601) and HF Trainer dicts (transformers 4.46).
+DRIVER_LOG = "\n".join([
+    "Job 'ray-pretrain-13b-4k2xq' submitted successfully",
+    "***** Running training *****",
+    "  Num examples = 1,200,000",
+    *[f"{{'loss': {2.5 - i / 10:.4f}, 'grad_norm': 1.9, 'learning_rate': 4.5e-05, 'epoch': {i / 10:.2f}}}"
+      for i in range(1, 8)],
+]) + "\n"
+NCCL = ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, "
+        "Timeout(ms)=600000) ran for 600060 milliseconds before timing out.")
+
+
+@dataclass
+class Env:
+    emu: KubeEmulator
+    kusto: FakeKusto
+    workspaces: Path
+
+
+def descriptor(directory: Path, server: str, kusto: str) -> None:
+    directory.mkdir(exist_ok=True)
+    (directory / "vision.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "taugrid.io/v1alpha1", "kind": "WorkspaceConnection", "metadata": {"name": "vision"},
+        "spec": {"cluster": {"server": server}, "namespace": k8s.NS, "workspace": "vision",
+                 "localQueue": "team-a", "slack": {"channels": ["C012VISION"]},
+                 "logs": {"kusto": {"cluster": "aks-east-prod", "endpoint": kusto, "database": "logs"}}},
+    }))
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    with running_emulator(workspace_objects()) as emu, running_fake_kusto() as kusto:
+        descriptor(tmp_path / "workspaces", emu.base_url, kusto.base_url)
+        yield Env(emu, kusto, tmp_path / "workspaces")
+
+
+def taubot_logs(env: Env, run: str, *extra: str) -> tuple[int, dict, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "workers.cli", "logs", run, "--workspace", "vision", "--workspaces-dir",
+         str(env.workspaces), "--as", "alice@example.com", "--as-group", "team-vision", "--as-group",
+         "gpu-users", "--format", "json", *extra], capture_output=True, text=True, cwd=REPO, timeout=60)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stdout  # exactly one JSON object
+    return done.returncode, json.loads(lines[0]), done.stderr
+
+
+def ray_run_with_head(env: Env) -> None:
+    rj = k8s.rayjob(RAY_RUN)
+    status = rj["status"]
+    env.emu.upsert(rj)
+    env.emu.upsert({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": f"{status['rayClusterName']}-head-svc", "namespace": k8s.NS},
+                    "spec": {"ports": [{"name": "dashboard", "port": 8265}]}})
+    env.emu.register_proxy("Service", k8s.NS, f"{status['rayClusterName']}-head-svc", "dashboard",
+                           f"api/jobs/{status['jobId']}/logs", json.dumps({"logs": DRIVER_LOG}),
+                           content_type="application/json")
+
+
+def test_rayjob_with_a_head_reads_the_driver_log_from_the_dashboard(env: Env) -> None:
+    ray_run_with_head(env)
+    code, out, _ = taubot_logs(env, RAY_RUN, "--tail", "5")
+    assert code == 0
+    assert set(out) == {"source", "pod", "container", "lines", "truncated", "unavailable"}
+    assert out["source"] == "ray-dashboard" and out["unavailable"] == []
+    assert [line["text"] for line in out["lines"]] == DRIVER_LOG.splitlines()[-5:]
+    assert out["truncated"] is True
+    assert env.kusto.queries == []  # the dashboard answered: no ADX query
+    [proxied] = [r for r in env.emu.requests if "/proxy/" in r.path]
+    job_id = k8s.rayjob(RAY_RUN)["status"]["jobId"]
+    assert proxied.path.endswith(f"-head-svc:dashboard/proxy/api/jobs/{job_id}/logs")
+    assert all(r.header_values("Impersonate-User") == ["alice@example.com"] for r in env.emu.requests)
+
+
+def finished_ray_run_in_kusto(env: Env) -> None:
+    """Failed and cleaned up: KubeRay deleted the head (shutdownAfterJobFinishes), its log is in ADX."""
+    env.emu.upsert(k8s.rayjob(RAY_RUN, deployment_status="Failed", job_status="FAILED", reason="AppFailed"))
+    for i, text in enumerate(["Job 'ray-pretrain-13b-4k2xq' submitted successfully", "  leading spaces kept",
+                              NCCL]):
+        env.kusto.add_row(time=f"2026-11-30T10:2{i}:00Z", pod=f"{RAY_RUN}-x7k2p",
+                          container="ray-job-submitter", message=text, namespace=k8s.NS,
+                          cluster_resource_id=CLUSTER_ID)
+    env.kusto.add_row(time="2026-11-30T10:25:00Z", pod="other-run-x1", container="main", message="not ours",
+                      namespace=k8s.NS, cluster_resource_id=CLUSTER_ID)
+
+
+def test_rayjob_after_the_head_was_deleted_reads_kusto_after_an_access_review(env: Env) -> None:
+    finished_ray_run_in_kusto(env)
+    code, out, _ = taubot_logs(env, RAY_RUN)
+    assert code == 0
+    assert out["source"] == "kusto" and out["pod"] == f"{RAY_RUN}-x7k2p"
+    assert out["unavailable"] == ["head service gone"]
+    assert [line["text"] for line in out["lines"]] == [
+        "Job 'ray-pretrain-13b-4k2xq' submitted successfully", "  leading spaces kept", NCCL]
+    assert out["lines"][0]["time"] == "2026-11-30T10:20:00Z" and out["truncated"] is False
+    [review] = [r for r in env.emu.requests if r.path.endswith("/selfsubjectaccessreviews")]
+    assert review.body["spec"]["resourceAttributes"] == {
+        "verb": "get", "resource": "pods", "group": "", "namespace": k8s.NS, "subresource": "log"}
+    assert review.header_values("Impersonate-User") == ["alice@example.com"]
+    assert review.header_values("Impersonate-Group") == ["team-vision", "gpu-users"]
+    [query] = env.kusto.queries
+    assert query.database == "logs"
+    assert "declare query_parameters" in query.csl and "ContainerLogV2" in query.csl and "take n" in query.csl
+    assert "TimeGenerated between" in query.csl
+    for value in (k8s.NS, RAY_RUN, "aks-east-prod"):
+        assert value not in query.csl  # values travel only as parameters
+    assert query.parameters["ns"] == k8s.NS and query.parameters["podPrefix"] == f"{RAY_RUN}-"
+    assert query.parameters["cluster"] == "aks-east-prod"
+    assert "Authorization" not in query.headers  # loopback endpoint: no Azure AD
+
+
+def test_a_user_denied_pod_logs_gets_permission_denied_and_no_query(env: Env) -> None:
+    finished_ray_run_in_kusto(env)
+    env.emu.forbid("get", "pods", subresource="log", user="alice@example.com")
+    code, out, err = taubot_logs(env, RAY_RUN)
+    assert code == 1
+    assert out["source"] is None and out["lines"] == []
+    assert "permission denied (get pods/log)" in out["unavailable"]
+    assert "permission denied" in err
+    assert env.kusto.queries == []
+
+
+def test_crash_looping_job_with_previous_reads_the_previous_container(env: Env) -> None:
+    j = k8s.job(JOB_RUN, suspend=False, active=1)
+    pod = k8s.job_pod(j, node="gpu-node-1", phase="Running",
+                      containers=[k8s.crash_loop(exit_code=1, reason="Error")])
+    env.emu.upsert(j)
+    env.emu.upsert(pod)
+    name = pod["metadata"]["name"]
+    container = pod["spec"]["containers"][0]["name"]
+    env.emu.pod_logs[(k8s.NS, name, container)] = "2026-11-30T10:29:00.000000001Z starting again\n"
+    env.emu.previous_logs[(k8s.NS, name, container)] = (
+        "2026-11-30T10:20:00.123456789Z Traceback (most recent call last):\n"
+        "2026-11-30T10:20:00.223456789Z   File \"/app/train.py\", line 3, in <module>\n"
+        "2026-11-30T10:20:00.323456789Z ModuleNotFoundError: No module named 'flash_attn'\n")
+    code, out, _ = taubot_logs(env, JOB_RUN, "--previous")
+    assert code == 0
+    assert out["source"] == "pod" and out["pod"] == name and out["container"] == container
+    assert out["lines"][-1] == {"time": "2026-11-30T10:20:00.323456789Z",
+                                "text": "ModuleNotFoundError: No module named 'flash_attn'"}
+    assert out["lines"][1]["text"].startswith("  File")  # leading spaces kept
+    [read] = [r for r in env.emu.requests if r.path.endswith("/log")]
+    assert read.query["previous"] == "true" and read.query["timestamps"] == "true"
+    assert read.query["tailLines"] == "201" and read.query["container"] == container
+    assert env.kusto.queries == []
+
+
+def test_requests_per_logs_are_bounded_whatever_the_run_size(env: Env) -> None:
+    j = k8s.job(JOB_RUN, suspend=False, active=1)
+    env.emu.upsert(j)
+    for i in range(200):  # 200 more pods of the run, all gone from the node: no log anywhere
+        env.emu.upsert(k8s.job_pod(j, index=i, phase="Failed",
+                                   containers=[k8s.terminated(exit_code=1, reason="Error")]))
+    code, out, _ = taubot_logs(env, JOB_RUN)
+    assert out["source"] == "pod"  # the emulator answers an empty log for a pod it holds no log of
+    assert len(env.emu.requests) <= 6
+    env.emu.clear_requests()
+    finished_ray_run_in_kusto(env)
+    taubot_logs(env, RAY_RUN)
+    assert len(env.emu.requests) <= 6
+
+
+def test_no_kusto_configured_and_no_run_says_so_and_exits_1(env: Env, tmp_path: Path) -> None:
+    doc = yaml.safe_load((env.workspaces / "vision.yaml").read_text())
+    del doc["spec"]["logs"]
+    (env.workspaces / "vision.yaml").write_text(yaml.safe_dump(doc))
+    code, out, err = taubot_logs(env, "gone-run")
+    assert code == 1 and out["source"] is None
+    assert out["unavailable"] == ["run gone-run not found in team-vision (deleted after it finished?)",
+                                  "no kusto configured for this workspace"]
+    assert "Traceback" not in err

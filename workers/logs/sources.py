@@ -1,0 +1,216 @@
+"""Where a run's log comes from, in the order of SPEC §7a, each failure saying why.
+
+* RayJob: the Ray **driver** log through the Ray dashboard's Jobs API
+  (`/api/jobs/{status.jobId}/logs`), reached through the API server's
+  `services/proxy` of `<raycluster>-head-svc` port `dashboard` — not the head
+  container's stdout, which does not hold the driver output.
+* Job: `pods/log` of the run's main container, the most recently failed pod
+  first, one request per pod, at most two pods.
+* When that source is gone (KubeRay deleted the head after the job; the pods
+  were garbage-collected): Azure Data Explorer, after the caller passed an
+  access review for `get pods/log` — the bot reads ADX with its own identity.
+
+Every Kubernetes read goes through the caller's (impersonating) reader. The
+request budget is fixed whatever the run's size: two GETs for the run, one
+LIST of pods or one proxy GET, at most two log reads, one access review.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta
+
+from workers.contracts.identity import Identity
+from workers.diagnosis.podfacts import containers, pod_name
+from workers.diagnosis.timeutil import parse_time
+from workers.kube.client import make_user_client
+from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
+from workers.workspaces import KustoLogs, Registry, ResolutionFailure
+
+from .kusto import KustoRefused, query_logs
+from .model import DEFAULT_TAIL, LogsResult, last_lines
+
+POD_LOG_READS = 2
+DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
+KUSTO_WINDOW_WITHOUT_RUN = timedelta(days=7)
+KUSTO_MARGIN = timedelta(minutes=10)
+
+
+def _why(error: ReadError, what: str) -> str:
+    if error.kind == "forbidden":
+        return f"permission denied ({error.verb} {error.resource})"
+    if error.kind == "not_found":
+        return f"{what} not found"
+    return f"{what}: {error.describe()}"
+
+
+def _main_container(pod: dict) -> str | None:
+    annotated = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CONTAINER)
+    names = [c.name for c in containers(pod, init=False)]
+    if annotated in names:
+        return annotated
+    return names[0] if names else None
+
+
+def _failure_time(pod: dict) -> datetime | None:
+    """When the pod's main container last terminated with a failure (now or before a restart)."""
+    main = _main_container(pod)
+    for c in containers(pod, init=False):
+        if c.name != main:
+            continue
+        for term in (c.terminated, c.last_terminated):
+            if term and int(term.get("exitCode") or 0) != 0:
+                return parse_time(term.get("finishedAt")) or parse_time(term.get("startedAt"))
+    if (pod.get("status") or {}).get("phase") == "Failed":
+        return parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return None
+
+
+def order_pods(pods: list[dict]) -> list[dict]:
+    """The most recently failed pod first, then the most recently created."""
+    def key(pod: dict) -> tuple[int, float]:
+        failed = _failure_time(pod)
+        created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+        moment = failed or created
+        return (0 if failed else 1, -(moment.timestamp() if moment else 0.0))
+    return sorted(pods, key=key)
+
+
+async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, tail: int) -> bool:
+    status = rayjob.get("status") or {}
+    cluster, job_id = status.get("rayClusterName"), status.get("jobId")
+    if not cluster or not job_id:
+        deploy = status.get("jobDeploymentStatus") or ""
+        finished = deploy in ("Complete", "Failed", "ValidationFailed")
+        result.unavailable.append("head service gone (the job finished)" if finished
+                                  else f"no Ray job submitted yet ({deploy or 'no status'})")
+        return False
+    path = proxy_path("services", result.namespace or "", f"{cluster}-head-svc", "dashboard",
+                      f"api/jobs/{job_id}/logs")
+    got = await reader.text(path)
+    if isinstance(got, ReadError):
+        if got.kind == "not_found":
+            result.unavailable.append("head service gone")
+        elif got.kind == "forbidden":
+            result.unavailable.append("permission denied (get services/proxy)")
+        else:
+            result.unavailable.append(f"ray dashboard: {got.describe()}")
+        return False
+    try:
+        logs = json.loads(got)["logs"]
+    except (ValueError, KeyError, TypeError):
+        result.unavailable.append("ray dashboard: malformed answer (no `logs`)")
+        return False
+    lines, truncated = last_lines(str(logs), tail, timestamps=False)
+    result.source, result.pod, result.container = "ray-dashboard", f"{cluster}-head", "driver"
+    result.lines, result.truncated = lines, truncated
+    return True
+
+
+async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int, previous: bool) -> bool:
+    ns = result.namespace or ""
+    pods = await reader.list(resource_path("", "v1", "pods", ns),
+                             label_selector=f"batch.kubernetes.io/job-name={run}", limit=500)
+    if isinstance(pods, ReadError):
+        result.unavailable.append(_why(pods, "pods"))
+        return False
+    if not pods:
+        result.unavailable.append("no pods (garbage-collected, or not created yet)")
+        return False
+    for pod in order_pods(pods)[:POD_LOG_READS]:
+        name, container = pod_name(pod), _main_container(pod)
+        query: dict[str, str | int | bool] = {"tailLines": tail + 1, "timestamps": True}
+        if container:
+            query["container"] = container
+        if previous:
+            query["previous"] = True
+        got = await reader.text(resource_path("", "v1", "pods", ns, name, "log"), query)
+        if isinstance(got, ReadError):
+            detail = got.message or got.describe()
+            result.unavailable.append(_why(got, f"pod {name}") if got.kind != "unavailable" or not got.message
+                                      else f"pod {name}: {detail}")
+            continue
+        lines, truncated = last_lines(got, tail, timestamps=True)
+        result.source, result.pod, result.container = "pod", name, container
+        result.lines, result.truncated = lines, truncated
+        return True
+    return False
+
+
+async def _from_kusto(reader: KubeReader, result: LogsResult, run: str, kusto: KustoLogs | None,
+                      run_obj: dict | None, tail: int, now: datetime, timeout: float) -> bool:
+    if kusto is None:
+        result.unavailable.append("no kusto configured for this workspace")
+        return False
+    ns = result.namespace or ""
+    allowed = await reader.access_review("get", "pods", "", namespace=ns, subresource="log")
+    if isinstance(allowed, ReadError):
+        result.unavailable.append(f"kusto: access review {allowed.describe()}")
+        return False
+    if not allowed:
+        result.unavailable.append("permission denied (get pods/log)")
+        return False
+    created = parse_time(((run_obj or {}).get("metadata") or {}).get("creationTimestamp"))
+    since = (created - KUSTO_MARGIN) if created else now - KUSTO_WINDOW_WITHOUT_RUN
+    try:
+        lines, truncated, pod, container = await query_logs(
+            kusto, namespace=ns, pod_prefix=f"{run}-", since=since, until=now + KUSTO_MARGIN,
+            tail=tail, timeout=timeout)
+    except KustoRefused as exc:
+        result.unavailable.append(f"kusto: {exc}")
+        return False
+    except Exception as exc:  # noqa: BLE001 - azure-kusto-data raises many types; one line for the user
+        why = " ".join(str(exc).split())[:200]
+        result.unavailable.append(f"kusto: unavailable ({type(exc).__name__}: {why})")
+        return False
+    result.source, result.pod, result.container = "kusto", pod, container
+    result.lines, result.truncated = lines, truncated
+    return True
+
+
+async def read_run_logs(reader: KubeReader, *, namespace: str, run: str, tail: int, previous: bool,
+                        kusto: KustoLogs | None, now: datetime, timeout: float = 10.0) -> LogsResult:
+    """The run's log from the first source that answers (SPEC §7a)."""
+    start = reader.requests_made
+    result = LogsResult(run=run, namespace=namespace)
+    rayjob, job = await asyncio.gather(
+        reader.get(resource_path("ray.io", "v1", "rayjobs", namespace, run)),
+        reader.get(resource_path("batch", "v1", "jobs", namespace, run)),
+    )
+    run_obj: dict | None = None
+    if isinstance(rayjob, dict):
+        result.kind, run_obj = "RayJob", rayjob
+        done = await _from_dashboard(reader, result, rayjob, tail)
+    elif isinstance(rayjob, ReadError) and rayjob.kind != "not_found":
+        result.unavailable.append(_why(rayjob, "rayjobs"))  # never read as "there is no RayJob"
+        done = False
+    elif isinstance(job, dict):
+        result.kind, run_obj = "Job", job
+        done = await _from_pods(reader, result, run, tail, previous)
+    else:
+        result.unavailable.append(_why(job, "jobs") if job.kind != "not_found"
+                                  else f"run {run} not found in {namespace} (deleted after it finished?)")
+        done = False
+    if not done:
+        await _from_kusto(reader, result, run, kusto, run_obj, tail, now, timeout)
+    result.requests = reader.requests_made - start
+    return result
+
+
+async def logs_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
+                    workspace: str | None = None, channel: str | None = None, tail: int = DEFAULT_TAIL,
+                    previous: bool = False, timeout: float = 10.0) -> LogsResult:
+    """Resolve the workspace (layer 1), then read the log under ``identity``."""
+    resolution = registry.resolve(workspace=workspace, channel=channel)
+    if isinstance(resolution, ResolutionFailure):
+        return LogsResult(run=run, unavailable=[f"workspace: {resolution.message}"])
+    ws = resolution.descriptor
+    kusto = ws.spec.logs.kusto if ws.spec.logs else None
+    api = await make_user_client(ws.cluster_target(), identity)
+    async with api:
+        return await read_run_logs(KubeReader(api, timeout), namespace=ws.spec.namespace, run=run,
+                                   tail=tail, previous=previous, kusto=kusto, now=now, timeout=timeout)
+
+
+__all__ = ["logs_live", "order_pods", "read_run_logs"]
