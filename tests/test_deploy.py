@@ -115,6 +115,7 @@ def test_slack_manifest_contract() -> None:
         "users:read.email",
         "usergroups:read",
         "im:write",
+        "files:write",  # /tau logs attaches the tail (files_upload_v2)
     }
 
 
