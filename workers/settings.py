@@ -166,6 +166,12 @@ class Settings(BaseSettings):
             "escalation memory, so a card's Escalate button works as long as it is deduplicated."
         ),
     )
+    progress_stall_minutes: int = Field(
+        default=20, gt=0, description="No progress line for longer than this is a stall (layer 7)."
+    )
+    mlflow_token: SecretStr | None = Field(
+        default=None, description="Bearer token for the MLflow tracking server (experiment records)."
+    )
     button_signing_key: SecretStr | None = Field(
         default=None,
         description="Signs button payloads; falls back to the Slack signing secret.",

@@ -146,7 +146,7 @@ class SlackSpec(_Strict):
 
 
 def _kusto_endpoint(value: str) -> str:
-    """https, or plain http only to this machine (a local Kusto endpoint for tests)."""
+    """https, or plain http only to this machine (a local Kusto or MLflow endpoint for tests)."""
     https = value.startswith("https://") and len(value) > len("https://")
     if not https and not _LOOPBACK_HTTP.match(value):
         raise ValueError(f'endpoint "{value}" must be an https:// URL (plain http only to 127.0.0.1 '
@@ -172,6 +172,18 @@ class LogsSpec(_Strict):
     kusto: KustoLogs | None = None
 
 
+class MlflowStore(_Strict):
+    """An MLflow tracking server (REST API 2.0) holding the workspace's experiment records."""
+
+    uri: Annotated[str, AfterValidator(_kusto_endpoint)]
+
+
+class ExperimentsSpec(_Strict):
+    """Where durable experiment evidence lives (SPEC §10); only MLflow today."""
+
+    mlflow: MlflowStore
+
+
 class WorkspaceConnectionSpec(_Strict):
     """The handoff itself (SPEC §8)."""
 
@@ -182,6 +194,7 @@ class WorkspaceConnectionSpec(_Strict):
     slack: SlackSpec = Field(default_factory=SlackSpec)
     owners: dict[Owner, OwnerRoute] = Field(default_factory=dict)
     logs: LogsSpec | None = None
+    experiments: ExperimentsSpec | None = None
 
 
 class WorkspaceConnection(_Strict):
@@ -593,6 +606,8 @@ def _known_fields() -> set[str]:
         OwnerRoute,
         LogsSpec,
         KustoLogs,
+        ExperimentsSpec,
+        MlflowStore,
     ]
     return {name for model in models for name in model.model_fields}
 

@@ -241,9 +241,29 @@ def test_researcher_button_without_known_submitter_says_so(app: SlackApp) -> Non
 
 
 def test_healthy_run_has_nothing_to_hand_off(app: SlackApp) -> None:
-    with cluster(app, example_objects("l7-job-running-healthy")):
+    objects = example_objects("l7-job-running-healthy")
+    with cluster(app, objects) as emu:
+        # Its pods' logs progress up to a minute ago (HF Trainer dicts, transformers 4.46), so the
+        # Runtime progress check is active: nothing to hand off.
+        for pod in [o for o in objects if o["kind"] == "Pod"
+                    and o["metadata"]["name"].startswith("resnet-sweep-3-")]:
+            container = pod["spec"]["containers"][0]["name"]
+            emu.pod_logs[(pod["metadata"]["namespace"], pod["metadata"]["name"], container)] = "".join(
+                f"2026-11-30T10:{20 + i}:00.000000000Z {{'loss': {2 - i / 10}, 'grad_norm': 1.2, "
+                f"'learning_rate': 4e-05, 'epoch': {i / 10}}}\n" for i in range(9))
         _, card = status_card(app, "resnet-sweep-3")
         assert not [b for b in card["blocks"] if b["type"] == "actions"]
+        assert "🔄 *Runtime progress* (layer 7) — loss 1.2 (falling) at 2026-11-30 10:28:00Z" in card_text(
+            card["blocks"])
+
+
+def test_a_running_job_silent_for_an_hour_is_a_stall_handed_to_the_researcher(app: SlackApp) -> None:
+    with cluster(app, example_objects("l7-job-running-healthy")):
+        _, card = status_card(app, "resnet-sweep-3")
+        text = card_text(card["blocks"])
+        assert "⚠️ *Runtime progress* (layer 7) — no log output since" in text
+        assert "*First incomplete: Runtime progress* ⚠️ warning · layer 7" in text
+        assert "Notify submitter" in str(card["blocks"])
 
 
 def test_unmapped_clicker_is_refused_before_anything_is_queued(app: SlackApp) -> None:

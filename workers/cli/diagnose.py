@@ -13,13 +13,15 @@ import re
 import sys
 from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from workers.clock import SystemClock
 from workers.diagnosis.evaluate import evaluate
-from workers.diagnosis.models import Diagnosis
+from workers.diagnosis.models import Diagnosis, LogEvidence
 from workers.diagnosis.render_text import render_text
 from workers.diagnosis.snapshot import SnapshotError, load_snapshot_file, parse_snapshot
+from workers.logs.model import last_lines
 
 from .errors import UsageError
 from .registry import subcommand
@@ -73,6 +75,19 @@ def _emit(d: Diagnosis, fmt: str) -> None:
         print(render_text(d))
 
 
+def _log_evidence(args: argparse.Namespace) -> LogEvidence | None:
+    """``--logs FILE`` as `kubectl logs --timestamps` printed it (`-` is standard input)."""
+    if not args.logs:
+        return None
+    try:
+        text = sys.stdin.read() if args.logs == "-" else Path(args.logs).read_text(encoding="utf-8",
+                                                                                   errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read --logs {args.logs}: {exc.strerror or exc}") from None
+    lines, _ = last_lines(text, 1_000_000, timestamps=True)
+    return LogEvidence(lines=[(line.time, line.text) for line in lines], source=f"file {args.logs}")
+
+
 def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.run_profile and (args.from_file or args.example is not None or not args.workspace):
         raise UsageError("--run-profile needs a live cluster (--workspace)")
@@ -93,7 +108,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             objects = load_snapshot_file(args.from_file)
         except SnapshotError as exc:
             raise UsageError(str(exc)) from None
-        _emit(evaluate(objects, run, now, args.namespace), args.format)
+        _emit(evaluate(objects, run, now, args.namespace, logs=_log_evidence(args),
+                       stall_seconds=args.stall_minutes * 60), args.format)
         return 0
     if not args.workspace:
         raise UsageError("diagnose needs --from-file DUMP or --workspace W")
@@ -119,6 +135,10 @@ def add(sub: Any) -> None:
     d.add_argument("--as-group", dest="as_groups", action="append", default=[], metavar="GROUP",
                    help="impersonate GROUP (repeatable)")
     d.add_argument("--save-snapshot", metavar="FILE", help="write the collected snapshot here")
+    d.add_argument("--logs", metavar="LOGFILE",
+                   help="the run's log as `kubectl logs --timestamps` prints it (Runtime progress)")
+    d.add_argument("--stall-minutes", type=int, default=20,
+                   help="no progress for longer than this is a stall (default 20)")
     d.add_argument("--run-profile", action="store_true",
                    help="add live GPU telemetry from dcgm-exporter (needs --workspace)")
     d.set_defaults(func=cmd_diagnose)

@@ -14,7 +14,17 @@ from datetime import datetime
 from .gaps import PHASE_NEEDS, ReadGap
 from .layers import layer_info
 from .linkage import find_run
-from .models import PHASE_NAMES, Diagnosis, Finding, PhaseResult, PhaseState, RunRef
+from .models import (
+    ANSWER_ORDER,
+    PHASE_NAMES,
+    Diagnosis,
+    ExperimentEvidence,
+    Finding,
+    LogEvidence,
+    PhaseResult,
+    PhaseState,
+    RunRef,
+)
 from .phases import (
     admission,
     container_start,
@@ -28,6 +38,8 @@ from .phases import (
     submitted,
 )
 from .phases.common import RunContext
+from .recovery import recovery
+from .runtime import DEFAULT_STALL_SECONDS, EVIDENCE, durable_evidence, progress_text, runtime_progress
 from .snapshot import flatten, parse_snapshot
 
 PhaseFn = Callable[[RunContext, dict[str, PhaseResult]], PhaseResult]
@@ -49,7 +61,7 @@ ALL_DONE = Finding(
     owner="researcher",
     transient=None,
     next_action="Every lifecycle phase is done, which does not prove progress: check the "
-    "driver or pod log (`tau logs <run>`) and the experiment record "
+    "driver or pod log (`/tau logs <run>`) and the experiment record "
     "(`taugrid-portal experiment status <run>`).",
 )
 
@@ -122,11 +134,17 @@ def evaluate(
     now: datetime,
     namespace: str | None = None,
     gaps: dict[str, ReadGap] | None = None,
+    *,
+    logs: LogEvidence | None = None,
+    experiment: ExperimentEvidence | None = None,
+    stall_seconds: int = DEFAULT_STALL_SECONDS,
 ) -> Diagnosis:
     """Diagnose `run` from the snapshot's objects as of `now`.
 
     `gaps` names the resources a live collection could not read (plural →
     why), so the answer says "permission denied" where it could not look.
+    `logs` and `experiment` are the evidence of the layer-7 checks (SPEC §5a);
+    a check whose evidence was not supplied is not part of the answer.
     """
     objs = find_run(_objects(snapshot), run, namespace)
     ctx = RunContext(objs=objs, now=now)
@@ -137,7 +155,16 @@ def evaluate(
     if gaps:
         _apply_gaps(ctx, results, gaps)
     phases = [results[name] for name in PHASE_NAMES]
-    first = next((p for p in phases if not p.state.finished), None)
+    checks: dict[str, PhaseResult] = {}
+    progress = None
+    if logs is not None and objs.run is not None:
+        check, progress = runtime_progress(ctx, logs, stall_seconds)
+        if check is not None:
+            checks[check.name] = check
+    if experiment is not None and objs.run is not None:
+        checks[EVIDENCE] = durable_evidence(ctx, experiment, progress, stall_seconds)
+    answer = {**results, **checks}
+    first = next((answer[n] for n in ANSWER_ORDER if n in answer and not answer[n].state.finished), None)
     ref = RunRef(name=run, namespace=objs.namespace, kind=objs.kind)  # type: ignore[arg-type]
     if first is None:
         finding, layer, evidence = ALL_DONE, 7, []
@@ -146,7 +173,14 @@ def evaluate(
     if gaps and "events" in gaps:
         evidence.append(f"events: {gaps['events'].text}")
     action = finding.next_action.replace("<run>", run).replace("<namespace>", ctx.namespace)
+    filled = finding.model_copy(update={"next_action": action})
+    verdict = recovery(first, filled, layer, terminal=ctx.terminal(),
+                       checkpoint=progress.last_checkpoint if progress else None)
     return Diagnosis(
+        checks=[checks[n] for n in ANSWER_ORDER if n in checks],
+        recovery=verdict,
+        progress_summary=progress_text(progress) if progress else "",
+        loss_points=list(progress.losses[-20:]) if progress else [],
         run=ref,
         phases=phases,
         first_incomplete=first.name if first else None,

@@ -26,19 +26,31 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from workers.experiments import experiment_record
 from workers.kube.client import Identity, make_user_client
 from workers.kube.reader import KubeReader, ReadError, resource_path
-from workers.workspaces import Registry, ResolutionFailure
+from workers.logs.sources import log_evidence
+from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 
 from .checks import LayerReport
 from .evaluate import evaluate
 from .gaps import ReadGap
 from .layers import layer_info
 from .linkage import RunObjects, find_run
-from .models import PHASE_NAMES, Diagnosis, Finding, PhaseResult, PhaseState, RunRef
+from .models import (
+    PHASE_NAMES,
+    Diagnosis,
+    ExperimentEvidence,
+    Finding,
+    LogEvidence,
+    PhaseResult,
+    PhaseState,
+    RunRef,
+)
 from .phases import container_start, dra, image_pull, init_containers, ready, scheduling
 from .phases.common import RunContext
 from .profile import GpuProfile, collect_profile, unavailable_profile
+from .runtime import DEFAULT_STALL_SECONDS, main_started
 from .workspace_checks import readiness_report, resolution_report, tauworkspace_path, unreachable_report
 
 PAGE_SIZE = 2000
@@ -252,9 +264,38 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
     return Collected(objects, gaps, tw, prelim if unchanged else None)
 
 
+async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: RunObjects, now: datetime, *,
+                          timeout: float, mlflow_token: str | None
+                          ) -> tuple[LogEvidence | None, ExperimentEvidence | None]:
+    """The log (one bounded read) once the run's main process has started, and the experiment
+    record when the workspace names a store — the latter read with the bot's token, so only after
+    the user's access review for `get` on the run itself."""
+    if objs.run is None or not main_started(RunContext(objs=objs, now=now)):
+        return None, None
+    kusto = ws.spec.logs.kusto if ws.spec.logs else None
+    logs_call = log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout)
+    store = ws.spec.experiments
+    if store is None:
+        return await logs_call, None
+
+    async def record() -> ExperimentEvidence:
+        group, resource = ("ray.io", "rayjobs") if objs.kind == "RayJob" else ("batch", "jobs")
+        allowed = await reader.access_review("get", resource, group, namespace=objs.namespace, name=objs.name)
+        if isinstance(allowed, ReadError):
+            return ExperimentEvidence(unavailable=f"access review {allowed.describe()}")
+        if not allowed:
+            return ExperimentEvidence(unavailable=f"permission denied (get {resource})")
+        return await experiment_record(store.mlflow.uri, objs.name, token=mlflow_token, timeout=timeout)
+
+    logs, experiment = await asyncio.gather(logs_call, record())
+    return logs, experiment
+
+
 async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
                         workspace: str | None = None, channel: str | None = None,
-                        timeout: float = 10.0, profile: bool = False) -> LiveResult:
+                        timeout: float = 10.0, profile: bool = False, layer7: bool = True,
+                        stall_seconds: int = DEFAULT_STALL_SECONDS,
+                        mlflow_token: str | None = None) -> LiveResult:
     """Resolve the workspace, collect under `identity`, evaluate; layers 1–2 first.
 
     With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same
@@ -275,8 +316,16 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
         collected = await collect(reader, ns, run, now, tauworkspace_path(ws))
         objects, tw = collected.objects, collected.tauworkspace
         gpu_profile: GpuProfile | None = None
-        if profile and isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready":
-            gpu_profile = await collect_profile(reader, find_run(objects, run, ns), now=now)
+        ready = isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready"
+        logs: LogEvidence | None = None
+        experiment: ExperimentEvidence | None = None
+        if ready:
+            objs = find_run(objects, run, ns)
+            if layer7:
+                logs, experiment = await layer7_evidence(reader, ws, objs, now, timeout=timeout,
+                                                         mlflow_token=mlflow_token)
+            if profile:
+                gpu_profile = await collect_profile(reader, objs, now=now)
     report: LayerReport | None = None
     if isinstance(tw, ReadError):
         report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")
@@ -286,8 +335,12 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
         diagnosis = unreachable_diagnosis(run, ns, report)
         if profile:
             gpu_profile = _layer_profile(report)
+    elif logs is None and experiment is None:
+        diagnosis = collected.diagnosis or evaluate(objects, run, now, ns, collected.gaps,
+                                                    stall_seconds=stall_seconds)
     else:
-        diagnosis = collected.diagnosis or evaluate(objects, run, now, ns, collected.gaps)
+        diagnosis = evaluate(objects, run, now, ns, collected.gaps, logs=logs, experiment=experiment,
+                             stall_seconds=stall_seconds)
     return LiveResult(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
                       requests=reader.requests_made, objects=objects, layer_report=report,
                       profile=gpu_profile)

@@ -7,6 +7,7 @@ guide's and SPEC §3–§5's, exactly.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
@@ -95,6 +96,43 @@ class LayerInfo(BaseModel):
     operator_hints: list[str] = Field(default_factory=list)
 
 
+# SPEC §5a: the order in which phases and checks compete for `first_incomplete`.
+ANSWER_ORDER: tuple[str, ...] = (
+    "Workspace connection", "Workspace readiness", "Submitted", "Kueue admission", "RayCluster",
+    "Pod scheduling", "DRA allocation", "Image pull", "Init containers", "GPU/node health",
+    "Container start", "Ready", "Runtime progress", "RayJob status", "Durable evidence",
+)
+CHECK_NAMES: tuple[str, ...] = ("Workspace connection", "Workspace readiness", "GPU/node health",
+                                "Runtime progress", "Durable evidence")
+RecoveryAction = Literal["wait", "retry", "resume-from-checkpoint", "fix-then-resubmit", "none"]
+
+
+class Recovery(BaseModel):
+    """Layer 8: what to do about the answer as a whole (SPEC §5a)."""
+
+    action: RecoveryAction
+    summary: str
+
+
+class LogEvidence(BaseModel):
+    """The run's log as the Runtime progress check reads it: (time, text) lines, oldest first,
+    or why it could not be read."""
+
+    lines: list[tuple[str | None, str]] = Field(default_factory=list)
+    unavailable: str | None = None
+    source: str | None = None
+
+
+class ExperimentEvidence(BaseModel):
+    """The run's durable experiment record (SPEC §10), or why it could not be read."""
+
+    found: bool = False
+    run_id: str | None = None
+    last_step: float | None = None
+    last_metric_at: datetime | None = None
+    unavailable: str | None = None
+
+
 class Diagnosis(BaseModel):
     """The answer of `evaluate()`: the tree plus the handoff for its first open phase."""
 
@@ -111,15 +149,20 @@ class Diagnosis(BaseModel):
         default=None,
         description="Set when layer 1 or 2 failed: later layers were not checked",
     )
+    checks: list[PhaseResult] = Field(default_factory=list, description="SPEC §5a, in ANSWER_ORDER")
+    recovery: Recovery | None = None
+    progress_summary: str = ""
+    loss_points: list[float] = Field(default_factory=list)
 
     def phase(self, name: str) -> PhaseResult:
-        for p in self.phases:
+        for p in [*self.phases, *self.checks]:
             if p.name == name:
                 return p
         raise KeyError(name)
 
     def contract(self) -> dict:
-        """The JSON object of SPEC §5, exactly those keys."""
+        """The JSON object of SPEC §5 (its keys keep their meaning), with §5a's `checks` and
+        `recovery`."""
         return {
             "run": self.run.model_dump(),
             "phases": [
@@ -130,4 +173,9 @@ class Diagnosis(BaseModel):
             "owner": self.owner,
             "transient": self.transient,
             "next_action": self.next_action,
+            "checks": [
+                {"name": c.name, "layer": c.layer, "state": c.state.value, "summary": c.summary,
+                 "owner": c.finding.owner} for c in self.checks
+            ],
+            "recovery": self.recovery.model_dump() if self.recovery else None,
         }

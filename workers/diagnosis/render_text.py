@@ -24,10 +24,15 @@ def render_text(d: Diagnosis) -> str:
     run = d.run
     where = f"{run.namespace}/{run.name}" if run.namespace else run.name
     lines = [f"{run.kind or 'Run'} {where}"]
-    width = max(len(p.name) for p in d.phases)
+    width = max(len(p.name) for p in [*d.phases, *d.checks])
     for p in d.phases:
         marker = "  ◀ first incomplete" if p.name == d.first_incomplete else ""
         lines.append(f"  {SYMBOLS[p.state]} {p.name.ljust(width)}  {p.state.value:<8} {p.summary}{marker}")
+    for c in d.checks:
+        marker = "  ◀ first incomplete" if c.name == d.first_incomplete else ""
+        lines.append(f"  {SYMBOLS[c.state]} {c.name.ljust(width)}  {c.state.value:<8} {c.summary}{marker}")
+    if d.progress_summary:
+        lines.append(f"  progress: {d.progress_summary}")
     lines.append("")
     info = d.layer_info
     if d.first_incomplete:
@@ -42,6 +47,8 @@ def render_text(d: Diagnosis) -> str:
     lines.append(f"  does not prove:   {info.does_not_prove}")
     lines.append(f"  owner: {d.owner}{_transient_text(d.transient)}")
     lines.append(f"  next action: {d.next_action}")
+    if d.recovery is not None:
+        lines.append(f"  recovery: {d.recovery.action} — {d.recovery.summary}")
     lines.append(f"  command: {info.command}")
     for hint in info.operator_hints:
         lines.append(f"  operator-only: {hint}")

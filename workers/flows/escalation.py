@@ -297,7 +297,7 @@ def offer_escalation(services: Services, live: LiveResult, *, channel: str, thre
     access = access_check_for(d, resolution.descriptor.spec.workspace)
     if access is None:
         return None
-    focus = next((p for p in d.phases if p.name == d.first_incomplete), None)
+    focus = next((p for p in [*d.phases, *d.checks] if p.name == d.first_incomplete), None)
     evidence = list(d.evidence) or (list(focus.evidence) if focus else [])
     record = StoredDiagnosis(
         id=secrets.token_urlsafe(18),

@@ -113,9 +113,11 @@ async def diagnose_for_card(services: Services, request: StatusRequest, now: dat
     command = request.command
     settings = services.settings
     registry = services.registry
+    token = settings.mlflow_token.get_secret_value() if settings.mlflow_token else None
     live_call = diagnose_live(registry, run=command.run, identity=request.identity, now=now,
                               workspace=command.workspace, channel=request.channel,
-                              timeout=settings.kube_request_timeout_seconds, profile=command.run_profile)
+                              timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
+                              stall_seconds=settings.progress_stall_minutes * 60, mlflow_token=token)
     resolution = registry.resolve(workspace=command.workspace, channel=request.channel)
     if not isinstance(resolution, Resolved):
         return await live_call, False

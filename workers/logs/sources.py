@@ -22,6 +22,8 @@ import json
 from datetime import datetime, timedelta
 
 from workers.contracts.identity import Identity
+from workers.diagnosis.linkage import RunObjects
+from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.podfacts import containers, pod_name
 from workers.diagnosis.timeutil import parse_time
 from workers.kube.client import make_user_client
@@ -108,13 +110,17 @@ async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, 
     return True
 
 
-async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int, previous: bool) -> bool:
+async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int, previous: bool,
+                     pods: list[dict] | None = None) -> bool:
+    """``pods``: already read by the caller (a live status), else listed here."""
     ns = result.namespace or ""
-    pods = await reader.list(resource_path("", "v1", "pods", ns),
-                             label_selector=f"batch.kubernetes.io/job-name={run}", limit=500)
-    if isinstance(pods, ReadError):
-        result.unavailable.append(_why(pods, "pods"))
-        return False
+    if pods is None:
+        listed = await reader.list(resource_path("", "v1", "pods", ns),
+                                   label_selector=f"batch.kubernetes.io/job-name={run}", limit=500)
+        if isinstance(listed, ReadError):
+            result.unavailable.append(_why(listed, "pods"))
+            return False
+        pods = listed
     if not pods:
         result.unavailable.append("no pods (garbage-collected, or not created yet)")
         return False
@@ -198,6 +204,27 @@ async def read_run_logs(reader: KubeReader, *, namespace: str, run: str, tail: i
     return result
 
 
+PROGRESS_TAIL = 2000  # lines a live status reads to judge progress: one bounded read
+
+
+async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs | None, now: datetime,
+                       timeout: float = 10.0, tail: int = PROGRESS_TAIL) -> LogEvidence:
+    """The run's log for the Runtime progress check of a live status, from what the status
+    already read (the run, its pods): one dashboard or pod-log read, else ADX."""
+    result = LogsResult(run=objs.name, namespace=objs.namespace, kind=objs.kind)
+    done = False
+    if objs.kind == "RayJob" and objs.run is not None:
+        done = await _from_dashboard(reader, result, objs.run, tail)
+    elif objs.kind == "Job":
+        main_pods = [p for p in objs.pods if not objs.is_ray_pod(p)]
+        done = await _from_pods(reader, result, objs.name, tail, False, pods=main_pods)
+    if not done:
+        done = await _from_kusto(reader, result, objs.name, kusto, objs.run, tail, now, timeout)
+    if not done:
+        return LogEvidence(unavailable="; ".join(result.unavailable) or "no log source answered")
+    return LogEvidence(lines=[(line.time, line.text) for line in result.lines], source=result.source)
+
+
 async def logs_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
                     workspace: str | None = None, channel: str | None = None, tail: int = DEFAULT_TAIL,
                     previous: bool = False, timeout: float = 10.0) -> LogsResult:
@@ -213,4 +240,4 @@ async def logs_live(registry: Registry, *, run: str, identity: Identity, now: da
                                    tail=tail, previous=previous, kusto=kusto, now=now, timeout=timeout)
 
 
-__all__ = ["logs_live", "order_pods", "read_run_logs"]
+__all__ = ["PROGRESS_TAIL", "log_evidence", "logs_live", "order_pods", "read_run_logs"]

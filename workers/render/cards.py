@@ -36,6 +36,7 @@ from slack_sdk.models.blocks import Block
 from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.models import Diagnosis, PhaseState
 from workers.diagnosis.profile import GpuProfile, profile_lines
+from workers.diagnosis.progress import sparkline
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
 from .mrkdwn import code, code_block, escape, plain, slack_len, truncate
@@ -93,12 +94,14 @@ class PhaseCardContext(BaseModel):
     fields: list[str]
     unreachable: str = ""
     phase_tree: str = ""
+    checks: str = ""  # SPEC §5a: layer 6–7 checks, same icons as the tree
     focus: str
     evidence: str = ""
     proves: str
     owner: str
     transient: str
     next_action: str
+    recovery: str = ""  # layer 8
     command: str
     operator_hints: str = ""
     gpu_profile: str = ""
@@ -196,6 +199,21 @@ def phase_tree_text(d: Diagnosis) -> str:
     return _fit_lines(lines, MAX_SECTION_TEXT)
 
 
+def checks_text(d: Diagnosis) -> str:
+    """The layer 6–7 checks below the tree, then the progress summary (a loss sparkline from
+    five points on)."""
+    lines = []
+    for c in d.checks:
+        mark = FIRST_INCOMPLETE_MARK if c.name == d.first_incomplete else ""
+        lines.append(f"{STATE_EMOJI[c.state]} *{escape(c.name, 40)}* (layer {c.layer}) — "
+                     f"{escape(c.summary, SUMMARY_BUDGET)}{mark}")
+    spark = sparkline(d.loss_points)
+    if d.progress_summary:
+        loss = f" · loss `{spark}`" if spark else ""
+        lines.append(f"*Progress:* {escape(d.progress_summary, 300)}{loss}")
+    return _fit_lines(lines, MAX_SECTION_TEXT)
+
+
 def gpu_profile_text(profile: GpuProfile) -> str:
     """The run profile's rows (SPEC §6 keys) as one section; values are cluster text, escaped."""
     lines = [f"*GPU run profile* ({'run finished' if profile.finished else 'live'}, dcgm-exporter)"]
@@ -233,7 +251,7 @@ def build_phase_card(
     ]
     header = plain(f"🔎 {run.name} · {kind}", MAX_HEADER_TEXT)
 
-    focus_phase = next((p for p in d.phases if p.name == d.first_incomplete), None)
+    focus_phase = next((p for p in [*d.phases, *d.checks] if p.name == d.first_incomplete), None)
     if d.first_incomplete:
         state = f" {STATE_EMOJI[focus_phase.state]} {focus_phase.state.value}" if focus_phase else ""
         focus = (
@@ -291,6 +309,9 @@ def build_phase_card(
         fields=fields,
         unreachable=unreachable,
         phase_tree=phase_tree_text(d) if d.phases and d.unreachable_from is None else "",
+        checks=checks_text(d) if d.unreachable_from is None else "",
+        recovery=(f"*Recovery* (layer 8) — `{d.recovery.action}`: {escape(d.recovery.summary, 2000)}"
+                  if d.recovery else ""),
         focus=focus,
         evidence=evidence,
         proves=proves,

@@ -1,0 +1,167 @@
+"""Layer 7: Runtime progress (the log) and Durable evidence (the experiment record), SPEC §5a.
+
+Pure, like the phases: the log lines and the experiment record come in as
+evidence, `now` from the caller. Neither admission nor a Running pod proves
+progress; these checks are where a healthy-looking run that hung hours ago
+stops being called "every phase done".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from .models import ExperimentEvidence, Finding, LogEvidence, PhaseResult, PhaseState
+from .phases.common import RunContext, clip, result
+from .podfacts import containers, is_terminal, pod_phase
+from .progress import Progress, parse_progress
+from .timeutil import parse_time, stamp
+
+RUNTIME = "Runtime progress"
+EVIDENCE = "Durable evidence"
+LAYER = 7
+DEFAULT_STALL_SECONDS = 20 * 60
+
+NO_PROGRESS = Finding(owner="researcher", transient=False,
+                      next_action="The process is alive but not progressing (data loader stall, deadlock, "
+                      "hung collective): read the log (`/tau logs <run>`), fix the application, and resume "
+                      "from the last checkpoint.")
+HANG = Finding(owner="researcher", transient=False,
+               next_action="The log shows a hang signature: read `/tau logs <run>`; if GPU/node health is "
+               "clean the cause is in the application (collective mismatch, uneven batches), then resume "
+               "from the last checkpoint.")
+CRASH = Finding(owner="researcher", transient=False,
+                next_action="The process crashed (see the last lines in `/tau logs <run>`): fix the cause, "
+                "then resume from the last checkpoint or resubmit.")
+PROGRESSING = Finding(owner="researcher", transient=None,
+                      next_action="The run is making progress; nothing to do.")
+UNREAD = Finding(owner="researcher", transient=None,
+                 next_action="The log could not be read, so progress is not known: `/tau logs <run>`.")
+EVIDENCE_MISSING = Finding(owner="taugrid-owner", transient=False,
+                           next_action="The log shows progress but the experiment record does not: the "
+                           "TauGrid owner checks the metrics offload (MLflow tracking) for this run.")
+EVIDENCE_OK = Finding(owner="researcher", transient=None, next_action="The experiment record is current.")
+
+
+def main_started(ctx: RunContext) -> bool:
+    """The run's main process has started: the Job's main container ran, the RayJob's driver runs."""
+    objs = ctx.objs
+    if objs.run is None:
+        return False
+    if ctx.terminal() is not None:
+        return True
+    if objs.kind == "RayJob":
+        return (ctx.status.get("jobStatus") or "") in ("RUNNING", "SUCCEEDED", "FAILED", "STOPPED")
+    for pod in objs.pods:
+        for c in containers(pod, init=False):
+            if c.running or c.terminated or c.last_terminated:
+                return True
+    return False
+
+
+def _started_at(ctx: RunContext) -> datetime | None:
+    if ctx.objs.kind == "RayJob":
+        return parse_time(ctx.status.get("startTime"))
+    starts = [parse_time((c.running or {}).get("startedAt")) for p in ctx.objs.pods
+              for c in containers(p, init=False) if c.running]
+    starts = [s for s in starts if s]
+    return min(starts) if starts else None
+
+
+def _pods_running(ctx: RunContext) -> bool:
+    return ctx.terminal() is None and any(pod_phase(p) == "Running" and not is_terminal(p)
+                                          for p in ctx.objs.pods)
+
+
+def progress_text(p: Progress) -> str:
+    parts = []
+    if p.last_step is not None:
+        parts.append(f"step {p.last_step:,.0f}")
+    if p.last_loss is not None:
+        trend = p.trend()
+        parts.append(f"loss {p.last_loss:.4g}" + (f" ({trend})" if trend else ""))
+    text = ", ".join(parts)
+    if p.last_progress_at is not None:
+        text = f"{text} at {stamp(p.last_progress_at)}" if text else f"at {stamp(p.last_progress_at)}"
+    return text
+
+
+def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
+                     ) -> tuple[PhaseResult | None, Progress | None]:
+    """The Runtime progress check, or None while the main process has not started."""
+    if not main_started(ctx):
+        return None, None
+    verdict = ctx.terminal()
+    if logs.unavailable is not None:
+        return result(RUNTIME, LAYER, PhaseState.SKIPPED, f"unavailable: {clip(logs.unavailable, 200)}",
+                      UNREAD), None
+    p = parse_progress(logs.lines)
+    facts = progress_text(p)
+    evidence = [f"log ({logs.source or 'supplied'}): {p.lines} lines, {p.recognised} progress lines"
+                + (f"; formats: {', '.join(p.formats)}" if p.formats else "")]
+    if p.last_checkpoint:
+        evidence.append(f"last checkpoint: {p.last_checkpoint}"
+                        + (f" at {stamp(p.checkpoint_at)}" if p.checkpoint_at else ""))
+    if verdict == "succeeded":
+        return result(RUNTIME, LAYER, PhaseState.DONE, "run succeeded" + (f" ({facts})" if facts else ""),
+                      PROGRESSING, evidence), p
+    if p.found is not None:
+        at = f" at {stamp(p.found.at)}" if p.found.at else ""
+        last = f"; last progress: {facts}" if facts else ""
+        finding = HANG if p.found.kind == "hang" else CRASH
+        evidence.append(f"{p.found.signature}: {clip(p.found.line, 300)}")
+        return result(RUNTIME, LAYER, PhaseState.WARNING, f"{p.found.summary}{at}{last}", finding,
+                      evidence), p
+    if verdict == "failed":
+        return result(RUNTIME, LAYER, PhaseState.SKIPPED,
+                      "the run ended (failed) without a crash signature in the log"
+                      + (f"; last progress: {facts}" if facts else ""), UNREAD, evidence), p
+    now = ctx.now
+    running = _pods_running(ctx) or ctx.objs.kind == "RayJob"
+    if p.recognised:
+        since = p.last_progress_at
+        if since is not None and running and (now - since).total_seconds() > stall_seconds:
+            return result(RUNTIME, LAYER, PhaseState.WARNING,
+                          f"no progress since {stamp(since)} ({facts}), over {stall_seconds // 60} min",
+                          NO_PROGRESS, evidence), p
+        return result(RUNTIME, LAYER, PhaseState.ACTIVE, facts or "progressing", PROGRESSING, evidence), p
+    last = p.last_line_at or (_started_at(ctx) if p.lines == 0 else None)
+    if last is not None and running and (now - last).total_seconds() > stall_seconds:
+        what = "no new log line" if p.lines else "no log output"
+        return result(RUNTIME, LAYER, PhaseState.WARNING,
+                      f"{what} since {stamp(last)}, over {stall_seconds // 60} min (no progress lines)",
+                      NO_PROGRESS, evidence), p
+    if p.lines == 0:
+        return result(RUNTIME, LAYER, PhaseState.ACTIVE, "just started: no output yet", PROGRESSING,
+                      evidence), p
+    return result(RUNTIME, LAYER, PhaseState.ACTIVE, "progress unknown: no step/epoch/loss lines",
+                  PROGRESSING, evidence), p
+
+
+def durable_evidence(ctx: RunContext, record: ExperimentEvidence, progress: Progress | None,
+                     stall_seconds: int) -> PhaseResult:
+    """The Durable evidence check: the experiment record keeps up with the log's progress."""
+    run = ctx.objs.name
+    if record.unavailable is not None:
+        return result(EVIDENCE, LAYER, PhaseState.SKIPPED, f"unavailable: {clip(record.unavailable, 200)}",
+                      EVIDENCE_OK)
+    logs_progress = progress is not None and progress.recognised > 0
+    if not record.found:
+        if logs_progress or ctx.terminal() == "succeeded":
+            return result(EVIDENCE, LAYER, PhaseState.WARNING,
+                          f"no experiment record tagged taugrid.io/run={run}, though the log shows progress",
+                          EVIDENCE_MISSING)
+        return result(EVIDENCE, LAYER, PhaseState.ACTIVE, "no experiment record yet", EVIDENCE_OK)
+    at = record.last_metric_at
+    step = f"step {record.last_step:,.0f}" if record.last_step is not None else "no metric step"
+    where = f"{step}" + (f" at {stamp(at)}" if at else "")
+    if ctx.terminal() == "succeeded":
+        return result(EVIDENCE, LAYER, PhaseState.DONE, f"record {record.run_id}: {where}", EVIDENCE_OK)
+    stale = at is None or (ctx.now - at).total_seconds() > stall_seconds
+    if logs_progress and stale:
+        return result(EVIDENCE, LAYER, PhaseState.WARNING,
+                      f"record {record.run_id} stale: {where} while the log progresses", EVIDENCE_MISSING)
+    return result(EVIDENCE, LAYER, PhaseState.ACTIVE, f"record {record.run_id}: {where}", EVIDENCE_OK)
+
+
+__all__ = ["DEFAULT_STALL_SECONDS", "EVIDENCE", "RUNTIME", "durable_evidence", "main_started",
+           "progress_text", "runtime_progress"]
