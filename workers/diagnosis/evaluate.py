@@ -25,6 +25,7 @@ from .models import (
     PhaseState,
     RunRef,
 )
+from .nodes import gpu_node_health
 from .phases import (
     admission,
     container_start,
@@ -128,6 +129,12 @@ def _apply_gaps(ctx: RunContext, results: dict[str, PhaseResult], gaps: dict[str
         })
 
 
+def _absent(nodes: dict[str, dict], ctx: RunContext) -> dict[str, str]:
+    """Offline: the run's nodes the dump does not hold are unknown, never healthy."""
+    bound = {(p.get("spec") or {}).get("nodeName") for p in ctx.objs.pods}
+    return {n: "absent from the dump" for n in bound if n and n not in nodes}
+
+
 def evaluate(
     snapshot: list[dict] | dict | str,
     run: str,
@@ -138,15 +145,19 @@ def evaluate(
     logs: LogEvidence | None = None,
     experiment: ExperimentEvidence | None = None,
     stall_seconds: int = DEFAULT_STALL_SECONDS,
+    node_gaps: dict[str, str] | None = None,
 ) -> Diagnosis:
     """Diagnose `run` from the snapshot's objects as of `now`.
 
     `gaps` names the resources a live collection could not read (plural →
     why), so the answer says "permission denied" where it could not look.
     `logs` and `experiment` are the evidence of the layer-7 checks (SPEC §5a);
-    a check whose evidence was not supplied is not part of the answer.
+    a check whose evidence was not supplied is not part of the answer. Node
+    objects in the snapshot (or ``node_gaps``, the run's nodes a live
+    collection could not read) make the layer-6 GPU/node health check.
     """
-    objs = find_run(_objects(snapshot), run, namespace)
+    objects = _objects(snapshot)
+    objs = find_run(objects, run, namespace)
     ctx = RunContext(objs=objs, now=now)
     results: dict[str, PhaseResult] = {}
     for name, fn in EVALUATION_ORDER:
@@ -156,6 +167,12 @@ def evaluate(
         _apply_gaps(ctx, results, gaps)
     phases = [results[name] for name in PHASE_NAMES]
     checks: dict[str, PhaseResult] = {}
+    nodes = {(o.get("metadata") or {}).get("name"): o for o in objects if o.get("kind") == "Node"}
+    if nodes or node_gaps:
+        unread = dict(node_gaps) if node_gaps is not None else _absent(nodes, ctx)
+        health = gpu_node_health(ctx, nodes, unread)
+        if health is not None:
+            checks[health.name] = health
     progress = None
     if logs is not None and objs.run is not None:
         check, progress = runtime_progress(ctx, logs, stall_seconds)

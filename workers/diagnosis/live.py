@@ -49,6 +49,7 @@ from .models import (
 )
 from .phases import container_start, dra, image_pull, init_containers, ready, scheduling
 from .phases.common import RunContext
+from .podfacts import is_terminal
 from .profile import GpuProfile, collect_profile, unavailable_profile
 from .runtime import DEFAULT_STALL_SECONDS, main_started
 from .workspace_checks import readiness_report, resolution_report, tauworkspace_path, unreachable_report
@@ -264,6 +265,33 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
     return Collected(objects, gaps, tw, prelim if unchanged else None)
 
 
+MAX_NODE_READS = 64  # one GET per distinct node of the run; past this, the rest read "not read"
+
+
+async def read_nodes(reader: KubeReader, objs: RunObjects) -> tuple[list[dict], dict[str, str]]:
+    """The Nodes the run's live pods are bound to: one impersonated GET each, the first alone
+    (researchers often may not read nodes: then one request says so for all), the rest together."""
+    names = sorted({(p.get("spec") or {}).get("nodeName") for p in objs.pods
+                    if (p.get("spec") or {}).get("nodeName") and not is_terminal(p)})
+    if not names:
+        return [], {}
+    read, gaps = names[:MAX_NODE_READS], {n: f"not read (over {MAX_NODE_READS} nodes)"
+                                           for n in names[MAX_NODE_READS:]}
+    first = await reader.get(resource_path("", "v1", "nodes", name=read[0]))
+    if isinstance(first, ReadError) and first.kind == "forbidden":
+        return [], {**{n: first.describe() for n in read}, **gaps}
+    rest = await asyncio.gather(*(reader.get(resource_path("", "v1", "nodes", name=n)) for n in read[1:]))
+    nodes = []
+    for name, got in zip(read, [first, *rest], strict=True):
+        if isinstance(got, ReadError):
+            gaps[name] = "node not found" if got.kind == "not_found" else got.describe()
+        else:
+            got.setdefault("apiVersion", "v1")
+            got.setdefault("kind", "Node")
+            nodes.append(got)
+    return nodes, gaps
+
+
 async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: RunObjects, now: datetime, *,
                           timeout: float, mlflow_token: str | None
                           ) -> tuple[LogEvidence | None, ExperimentEvidence | None]:
@@ -295,7 +323,7 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
                         workspace: str | None = None, channel: str | None = None,
                         timeout: float = 10.0, profile: bool = False, layer7: bool = True,
                         stall_seconds: int = DEFAULT_STALL_SECONDS,
-                        mlflow_token: str | None = None) -> LiveResult:
+                        mlflow_token: str | None = None, nodes_health: bool = True) -> LiveResult:
     """Resolve the workspace, collect under `identity`, evaluate; layers 1–2 first.
 
     With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same
@@ -319,8 +347,12 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
         ready = isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready"
         logs: LogEvidence | None = None
         experiment: ExperimentEvidence | None = None
+        node_gaps: dict[str, str] | None = None
         if ready:
             objs = find_run(objects, run, ns)
+            if nodes_health and objs.pods:
+                node_objects, node_gaps = await read_nodes(reader, objs)
+                objects = [*objects, *node_objects]
             if layer7:
                 logs, experiment = await layer7_evidence(reader, ws, objs, now, timeout=timeout,
                                                          mlflow_token=mlflow_token)
@@ -335,12 +367,12 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
         diagnosis = unreachable_diagnosis(run, ns, report)
         if profile:
             gpu_profile = _layer_profile(report)
-    elif logs is None and experiment is None:
+    elif logs is None and experiment is None and not node_gaps and len(objects) == len(collected.objects):
         diagnosis = collected.diagnosis or evaluate(objects, run, now, ns, collected.gaps,
                                                     stall_seconds=stall_seconds)
     else:
         diagnosis = evaluate(objects, run, now, ns, collected.gaps, logs=logs, experiment=experiment,
-                             stall_seconds=stall_seconds)
+                             stall_seconds=stall_seconds, node_gaps=node_gaps)
     return LiveResult(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
                       requests=reader.requests_made, objects=objects, layer_report=report,
                       profile=gpu_profile)
