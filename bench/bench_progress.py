@@ -27,13 +27,15 @@ def make_log(n: int) -> str:
         stamp = (start + timedelta(milliseconds=50 * i)).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
         kind = i % 4
         if kind == 0:
-            text = f"{{'loss': {2.5 - i / n:.4f}, 'grad_norm': 1.2, 'learning_rate': 4e-05, 'epoch': {i / n:.2f}}}"
+            text = (f"{{'loss': {2.5 - i / n:.4f}, 'grad_norm': 1.2, 'learning_rate': 4e-05, "
+                    f"'epoch': {i / n:.2f}}}")
         elif kind == 1:
             text = f"{i * 100 // n}%|█████████▊| {i}/{n} [26:01<00:22,  1.49it/s]"
         elif kind == 2:
             text = (f" iteration {i:>8}/  {n} | consumed samples: {i * 8} | lm loss: {2.5 - i / n:.6E} |")
         else:
-            text = "INFO data: shard loaded" if i % 1000 != 3 else f"Saving model checkpoint to /ckpt/checkpoint-{i}"
+            saved = f"Saving model checkpoint to /ckpt/checkpoint-{i}"
+            text = saved if i % 1000 == 3 else "INFO data: shard loaded"
         out.append(f"{stamp} {text}\n")
     return "".join(out)
 
@@ -52,7 +54,8 @@ def main() -> int:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     print(f"log: {LINES:,} lines, {len(text) / 1e6:.1f} MB")
-    print(f"split + parse: median {statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f})")
+    median = statistics.median(times)
+    print(f"split + parse: median {median:.2f} s (min {min(times):.2f}, max {max(times):.2f})")
     print(f"peak traced memory: {peak / 1e6:.0f} MB; last step {progress.last_step:,.0f}, "
           f"checkpoint {progress.last_checkpoint}")
     return 0
