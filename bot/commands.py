@@ -28,13 +28,21 @@ from workers.contracts.commands import (
     Command,
     HelpCommand,
     LogsCommand,
+    NodesValidateCommand,
     StatusCommand,
+    TopologyValidateCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
 )
 from workers.contracts.grammar import CommandError, help_lines, parse
 from workers.contracts.identity import Identity
-from workers.contracts.requests import LogsRequest, StatusRequest, WorkspaceRequest
+from workers.contracts.requests import (
+    ClusterRequest,
+    CommandRequest,
+    LogsRequest,
+    StatusRequest,
+    WorkspaceRequest,
+)
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import code, escape
 from workers.settings import Settings
@@ -211,11 +219,13 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
             "requested_at": datetime.now(UTC),
         }
         if isinstance(command, StatusCommand):
-            request: StatusRequest | WorkspaceRequest | LogsRequest = StatusRequest(command=command, **common)
+            request: CommandRequest = StatusRequest(command=command, **common)
         elif isinstance(command, WorkspaceConnectionCommand | WorkspaceStatusCommand):
             request = WorkspaceRequest(command=command, **common)
         elif isinstance(command, LogsCommand):
             request = LogsRequest(command=command, **common)
+        elif isinstance(command, TopologyValidateCommand | NodesValidateCommand):
+            request = ClusterRequest(command=command, **common)
         else:
             raise TypeError(f"no job for {type(command).__name__}")
         return enqueue_request(queue, request, timeout=settings.job_timeout_seconds,

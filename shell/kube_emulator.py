@@ -66,6 +66,7 @@ KIND_PLURALS: dict[str, str] = {
     "LocalQueue": "localqueues",
     "ClusterQueue": "clusterqueues",
     "ResourceFlavor": "resourceflavors",
+    "Topology": "topologies",
     "RayJob": "rayjobs",
     "RayCluster": "rayclusters",
     "ResourceClaim": "resourceclaims",
@@ -105,7 +106,7 @@ KNOWN_RESOURCES: dict[str, frozenset[str]] = {
     "events.k8s.io": frozenset({"events"}),
     "authorization.k8s.io": frozenset({"selfsubjectaccessreviews"}),
     "kueue.x-k8s.io": frozenset(
-        {"workloads", "localqueues", "clusterqueues", "resourceflavors", "admissionchecks"}
+        {"workloads", "localqueues", "clusterqueues", "resourceflavors", "admissionchecks", "topologies"}
     ),
     "ray.io": frozenset({"rayjobs", "rayclusters", "rayservices"}),
     "resource.k8s.io": frozenset(
@@ -815,6 +816,14 @@ class KubeEmulator:
             self._check_forbidden("create", target, caller)
             self._check_fault(target)
             return self._access_review(target, body, caller)
+        if request.method == "POST" and target.name is None and target.subresource is None:
+            self._check_forbidden("create", target, caller)
+            self._check_fault(target)
+            return self._create(target, body)
+        if request.method == "DELETE" and target.name is not None and target.subresource is None:
+            self._check_forbidden("delete", target, caller)
+            self._check_fault(target)
+            return self._delete_one(target)
         if request.method != "GET":
             raise _HTTPStatus(405, f"method {request.method} not supported by the emulator")
         query = request.query
@@ -838,6 +847,35 @@ class KubeEmulator:
         if is_watch:
             return await self._watch(request, target)
         return self._list(target, MultiDict(query))
+
+    def _create(self, target: _Target, body: Any) -> web.Response:
+        """POST to a collection: the object is stored (generateName honoured) and returned, 201."""
+        if not isinstance(body, dict):
+            raise _HTTPStatus(400, "the body of the request was in an unknown format")
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if target.namespace:
+            meta["namespace"] = target.namespace
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise _HTTPStatus(422, "name or generateName is required")
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        key = _Key(target.group, target.plural, target.namespace or "", meta["name"])
+        with self._lock:
+            exists = key in self._store
+        if exists:
+            raise _HTTPStatus(409, f'{target.plural} "{meta["name"]}" already exists', name=meta["name"],
+                              group=target.group, kind=target.plural)
+        obj.setdefault("kind", _kind_for(target.plural))
+        obj.setdefault("apiVersion", f"{target.group}/{target.version}" if target.group else target.version)
+        meta.setdefault("creationTimestamp", "2026-11-30T10:30:00Z")
+        stored = self.upsert(obj)
+        return web.json_response(stored, status=201)
+
+    def _delete_one(self, target: _Target) -> web.Response:
+        obj = self._lookup(target)
+        self.delete(target.plural, target.namespace, target.name or "")
+        return web.json_response(obj)
 
     def _lookup(self, target: _Target, name: str | None = None) -> dict[str, Any]:
         name = name or target.name or ""

@@ -22,13 +22,14 @@ from rq import get_current_job
 from rq.job import Job
 
 from workers.contracts.requests import (
+    ClusterRequest,
     EscalateRequest,
     LogsRequest,
     StatusRequest,
     StopRequest,
     WorkspaceRequest,
 )
-from workers.flows import escalation, failure, logs, status, watch
+from workers.flows import cluster, escalation, failure, logs, status, watch
 from workers.services import current
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,12 @@ def logs_job(request: dict[str, Any]) -> dict[str, Any]:
     services = current()
     return logs.run_logs(services, LogsRequest.model_validate(request), job=get_current_job(),
                          now=services.clock.now())
+
+
+def cluster_job(request: dict[str, Any]) -> dict[str, Any]:
+    """`/tau cluster validate topology|nodes`."""
+    services = current()
+    return cluster.run_cluster(services, ClusterRequest.model_validate(request), job=get_current_job())
 
 
 def watch_tick(wid: str, tick: int) -> dict[str, Any]:
@@ -103,5 +110,5 @@ def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
         log.exception("watch tick %s: failure callback could not end the watch", job.id)
 
 
-__all__ = ["escalate_job", "logs_job", "on_job_failure", "on_tick_failure", "status_job", "stop_job",
-           "watch_tick", "workspace_job"]
+__all__ = ["cluster_job", "escalate_job", "logs_job", "on_job_failure", "on_tick_failure", "status_job",
+           "stop_job", "watch_tick", "workspace_job"]

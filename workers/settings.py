@@ -169,6 +169,12 @@ class Settings(BaseSettings):
     progress_stall_minutes: int = Field(
         default=20, gt=0, description="No progress line for longer than this is a stall (layer 7)."
     )
+    validation_namespace: str = Field(default="taugrid-validation", min_length=1,
+                                      description="Where `cluster validate nodes` creates its pods.")
+    validation_image: str = Field(default="nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04",
+                                  min_length=1)
+    validation_command: str = Field(
+        default="nvidia-smi -L && nvidia-smi -q -d ECC,ROW_REMAPPER && dcgmi diag -r 1", min_length=1)
     mlflow_token: SecretStr | None = Field(
         default=None, description="Bearer token for the MLflow tracking server (experiment records)."
     )

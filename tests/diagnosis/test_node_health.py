@@ -157,3 +157,11 @@ def test_cli_dump_with_nodes_gets_the_check_in_json(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     assert doc["first_incomplete"] == "GPU/node health" and doc["layer"] == 6
     assert doc["checks"][0]["name"] == "GPU/node health" and doc["checks"][0]["owner"] == "node-pool-owner"
+
+
+def test_dcgm_health_from_the_run_profile_makes_a_healthy_looking_node_a_fault() -> None:
+    d = evaluate([*run_objects(), node()], "llama-ft-7b", NOW,
+                 dcgm_health={NODE: ["GPU 3: XID 79 GPU has fallen off the bus"]})
+    check = d.phase("GPU/node health")
+    assert check.state.value == "warning" and "XID 79" in check.summary
+    assert any("(dcgm-exporter)" in e for e in check.evidence)

@@ -228,3 +228,35 @@ def test_profile_json_schema_has_the_six_keys() -> None:
 
 def test_sparkline_shows_gaps_not_zeros() -> None:
     assert utilization_sparkline([0, 50, 100, None]) == "▁▅█·"
+
+
+def _with_xid(body: str, gpu: Gpu, xid: int, err_msg: str) -> str:
+    """Append the exporter's XID gauge (dcgm-exporter default-counters.csv; `err_code`/`err_msg`
+    labels per internal/pkg/collector/gpu_collector.go) for one GPU of a scrape."""
+    labels = (f'gpu="{gpu.index}",UUID="{gpu.uuid}",Hostname="{NODE_A}",container="{gpu.container}",'
+              f'namespace="{gpu.namespace}",pod="{gpu.pod}",err_code="{xid}",err_msg="{err_msg}"')
+    return (body + "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"
+            "# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n" + f"DCGM_FI_DEV_XID_ERRORS{{{labels}}} {xid}\n")
+
+
+def test_dcgm_hardware_xid_is_a_node_fault_and_unexported_fields_say_so() -> None:
+    gpu = mine(0, 90, 1000)
+    body = _with_xid(scrape([gpu], hostname=NODE_A), gpu, 79, "GPU has fallen off the bus")
+    profile = build_profile([POD], {}, {NODE_A: body}, False, None)
+    assert profile.gpu_health == {NODE_A: ["GPU 0: XID 79 GPU has fallen off the bus"]}
+    assert profile.health_not_exported == ["DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_EXP_GPU_HEALTH_STATUS"]
+    rows = dict(profile_lines(profile))
+    assert "XID 79" in rows["gpu_health"] and "not exported" in rows["gpu_health"]
+
+
+def test_dcgm_application_xid_is_not_a_node_fault() -> None:
+    gpu = mine(0, 90, 1000)
+    body = _with_xid(scrape([gpu], hostname=NODE_A), gpu, 13, "Graphics Engine Exception")
+    profile = build_profile([POD], {}, {NODE_A: body}, False, None)
+    assert profile.gpu_health == {} and "XID 13" in profile.application_xids[0]
+
+
+def test_no_health_field_exported_reads_not_exported_never_zero() -> None:
+    profile = build_profile([POD], {}, {NODE_A: scrape([mine(0, 0, 0)], hostname=NODE_A)}, False, None)
+    assert profile.gpu_health == {} and len(profile.health_not_exported) == 3
+    assert dict(profile_lines(profile))["gpu_health"].startswith("no fault (DCGM_FI_DEV_XID_ERRORS")

@@ -9,7 +9,9 @@ from workers.contracts.grammar import (
     CommandError,
     HelpCommand,
     LogsCommand,
+    NodesValidateCommand,
     StatusCommand,
+    TopologyValidateCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
     help_lines,
@@ -40,6 +42,10 @@ ACCEPTED = [
     ("workspace connection --workspace vision", WorkspaceConnectionCommand(workspace="vision")),
     ("workspace status vision", WorkspaceStatusCommand(workspace="vision")),
     ("logs r", LogsCommand(run="r")),
+    ("cluster validate topology --profile a100-8x", TopologyValidateCommand(profile="a100-8x")),
+    ("cluster validate nodes --gpu-class NVIDIA-A100-SXM4-80GB --min-healthy 2 --timeout 5m",
+     NodesValidateCommand(selector="nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB", min_healthy=2, timeout_seconds=300)),
+    ("cluster validate nodes --selector agentpool=a100", NodesValidateCommand(selector="agentpool=a100")),
     ("logs r --tail 500 --previous --workspace vision",
      LogsCommand(run="r", tail=500, previous=True, workspace="vision")),
 ]
@@ -71,6 +77,9 @@ REFUSED = [
     ("status r --watch --interval 2", "invalid --interval 2", "status"),
     ("status r --watch --interval 100000", "invalid --interval 100000", "status"),
     ("logs", "missing run name", "logs"),
+    ("cluster validate nodes", "give exactly one of --gpu-class C or --selector S", "cluster validate nodes"),
+    ("cluster validate nodes --selector a=b;rm", "invalid selector 'a=b;rm'", "cluster validate nodes"),
+    ("cluster validate nodes --selector a=b --timeout soon", "invalid --timeout 'soon'", "cluster validate nodes"),
     ("logs r --tail 0", "invalid --tail 0: between 1 and 5000 lines", "logs"),
     ("logs r --tail lots", "invalid --tail 'lots'", "logs"),
     ("logs r --watch", "unknown option '--watch' for `/tau logs`", "logs"),
@@ -105,7 +114,10 @@ def test_help_lists_only_commands_that_parse() -> None:
         example = (usage.removeprefix("/tau ").replace("<run>", "r").replace("<workspace>", "vision")
                    .replace("[--workspace W]", "--workspace vision").replace("[--watch [--interval N]]",
                    "--watch --interval 30").replace("[--run-profile]", "--run-profile")
-                   .replace("[--tail N]", "--tail 500").replace("[--previous]", "--previous"))
+                   .replace("[--tail N]", "--tail 500").replace("[--previous]", "--previous")
+                   .replace("[--profile P]", "--profile a100").replace("--gpu-class C | --selector S",
+                   "--gpu-class A100").replace("[--min-healthy N]", "--min-healthy 2")
+                   .replace("[--timeout 2m]", "--timeout 2m"))
         parse(example)
     assert any(usage.startswith("/tau logs") for usage, _ in help_lines())
 

@@ -12,7 +12,7 @@ import sys
 from .errors import UsageError
 from .registry import REGISTERED, Parser
 
-MODULES = ("diagnose", "workspace", "logs", "services", "shell")
+MODULES = ("diagnose", "workspace", "logs", "cluster", "services", "shell")
 
 
 def build_parser() -> Parser:

@@ -96,13 +96,58 @@ class LogsCommand(_Command):
         return " ".join(parts)
 
 
-Command = StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand | LogsCommand
+class TopologyValidateCommand(_Command):
+    """`/tau cluster validate topology [--profile P] [--workspace W]` (layer 6, read-only)."""
+
+    verb: Literal["cluster validate topology"] = "cluster validate topology"
+    profile: Dns1123 | None = None
+    workspace: Dns1123 | None = None
+
+    def display(self) -> str:
+        parts = ["/tau cluster validate topology"]
+        if self.profile:
+            parts += ["--profile", self.profile]
+        if self.workspace:
+            parts += ["--workspace", self.workspace]
+        return " ".join(parts)
+
+
+_SELECTOR_TERM = r"[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?"
+SELECTOR = re.compile(rf"^{_SELECTOR_TERM}(,{_SELECTOR_TERM})*$")
+LabelSelector = Annotated[str, Field(pattern=SELECTOR.pattern, max_length=300)]
+
+
+class NodesValidateCommand(_Command):
+    """`/tau cluster validate nodes --gpu-class C | --selector S [--min-healthy N] [--timeout 2m]`."""
+
+    verb: Literal["cluster validate nodes"] = "cluster validate nodes"
+    selector: LabelSelector
+    min_healthy: int | None = Field(default=None, ge=0, le=10000)
+    timeout_seconds: int = Field(default=120, ge=10, le=1800)
+    workspace: Dns1123 | None = None
+
+    def display(self) -> str:
+        parts = ["/tau cluster validate nodes", "--selector", self.selector]
+        if self.min_healthy is not None:
+            parts += ["--min-healthy", str(self.min_healthy)]
+        if self.timeout_seconds != 120:
+            parts += ["--timeout", f"{self.timeout_seconds}s"]
+        if self.workspace:
+            parts += ["--workspace", self.workspace]
+        return " ".join(parts)
+
+
+Command = (StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand | LogsCommand
+           | TopologyValidateCommand | NodesValidateCommand)
 
 USAGE: dict[str, str] = {
     "status": "/tau status <run> [--workspace W] [--watch [--interval N]] [--run-profile]",
     "logs": "/tau logs <run> [--tail N] [--previous] [--workspace W]",
     "workspace connection": "/tau workspace connection [--workspace W]",
     "workspace status": "/tau workspace status <workspace>",
+    "cluster validate topology": "/tau cluster validate topology [--profile P] [--workspace W]",
+    "cluster validate nodes": "/tau cluster validate nodes --gpu-class C | --selector S [--min-healthy N] "
+                              "[--timeout 2m]",
     "help": "/tau help",
 }
 DESCRIPTIONS: dict[str, str] = {
@@ -110,5 +155,7 @@ DESCRIPTIONS: dict[str, str] = {
     "logs": "the run's log: the Ray driver log, the Job pod's, or Azure Data Explorer once they are gone",
     "workspace connection": "check that taubot can reach your workspace's cluster as you (layer 1)",
     "workspace status": "check that a TauWorkspace is Ready (layer 2)",
+    "cluster validate topology": "each ready profile's ResourceFlavors have matching Ready nodes (layer 6)",
+    "cluster validate nodes": "operator-only: validation pods on GPU nodes, created as you (layer 6)",
     "help": "this list",
 }

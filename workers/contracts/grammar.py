@@ -23,6 +23,8 @@ Rules, all of them pinned by tests:
 
 from __future__ import annotations
 
+import re
+
 from .commands import (
     DEFAULT_LOG_TAIL,
     DESCRIPTIONS,
@@ -30,11 +32,14 @@ from .commands import (
     MAX_INTERVAL_SECONDS,
     MAX_LOG_TAIL,
     MIN_INTERVAL_SECONDS,
+    SELECTOR,
     USAGE,
     Command,
     HelpCommand,
     LogsCommand,
+    NodesValidateCommand,
     StatusCommand,
+    TopologyValidateCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
 )
@@ -79,9 +84,14 @@ def _split(text: str) -> list[str]:
 
 
 _VALUE_FLAGS = {"status": {"--workspace", "--interval"}, "workspace connection": {"--workspace"},
-                "workspace status": set(), "help": set(), "logs": {"--tail", "--workspace"}}
+                "workspace status": set(), "help": set(), "logs": {"--tail", "--workspace"},
+                "cluster validate topology": {"--profile", "--workspace"},
+                "cluster validate nodes": {"--gpu-class", "--selector", "--min-healthy", "--timeout",
+                                           "--workspace"}}
 _BOOL_FLAGS = {"status": {"--watch", "--run-profile"}, "workspace connection": set(),
-               "workspace status": set(), "help": set(), "logs": {"--previous"}}
+               "workspace status": set(), "help": set(), "logs": {"--previous"},
+               "cluster validate topology": set(), "cluster validate nodes": set()}
+GPU_CLASS_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery's label (node-health.md §1.3)
 
 
 def _options(words: list[str], verb: str) -> tuple[list[str], dict[str, str | bool]]:
@@ -179,6 +189,43 @@ def _parse_workspace(words: list[str]) -> WorkspaceConnectionCommand | Workspace
     raise CommandError(f"unknown workspace command {_echo(sub)}", "workspace")
 
 
+def parse_duration(text: str, verb: str) -> int:
+    """`2m`, `90s`, `120` → seconds (the guide's `--timeout 2m`)."""
+    match = re.fullmatch(r"(\d+)([smh]?)", text.strip())
+    if match is None:
+        raise CommandError(f"invalid --timeout {_echo(text)}: e.g. 2m, 90s", verb)
+    return int(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _parse_cluster(words: list[str]) -> TopologyValidateCommand | NodesValidateCommand:
+    if len(words) < 2 or words[0] != "validate" or words[1] not in ("topology", "nodes"):
+        raise CommandError("`/tau cluster` needs `validate topology` or `validate nodes`", "cluster validate")
+    verb = f"cluster validate {words[1]}"
+    positionals, flags = _options(words[2:], verb)
+    if positionals:
+        raise CommandError(f"unexpected argument {_echo(positionals[0])}", verb)
+    workspace = flags.get("--workspace")
+    ws = _check_name(str(workspace), "workspace name", verb) if workspace else None
+    if words[1] == "topology":
+        profile = flags.get("--profile")
+        named = _check_name(str(profile), "profile name", verb) if profile else None
+        return TopologyValidateCommand(profile=named, workspace=ws)
+    gpu_class, selector = flags.get("--gpu-class"), flags.get("--selector")
+    if bool(gpu_class) == bool(selector):
+        raise CommandError("give exactly one of --gpu-class C or --selector S", verb)
+    chosen = f"{GPU_CLASS_LABEL}={gpu_class}" if gpu_class else str(selector)
+    if not SELECTOR.match(chosen):
+        raise CommandError(f"invalid selector {_echo(chosen)}: key=value[,key=value]", verb)
+    minimum = flags.get("--min-healthy")
+    if minimum is not None and not str(minimum).isdigit():
+        raise CommandError(f"invalid --min-healthy {_echo(str(minimum))}: a number of nodes", verb)
+    timeout = parse_duration(str(flags["--timeout"]), verb) if "--timeout" in flags else 120
+    if not 10 <= timeout <= 1800:
+        raise CommandError("--timeout must be between 10s and 30m", verb)
+    least = int(str(minimum)) if minimum is not None else None
+    return NodesValidateCommand(selector=chosen, min_healthy=least, timeout_seconds=timeout, workspace=ws)
+
+
 def _parse_logs(words: list[str]) -> LogsCommand:
     positionals, flags = _options(words, "logs")
     if not positionals:
@@ -214,6 +261,8 @@ def parse(text: str) -> Command:
         return _parse_workspace(rest)
     if verb == "logs":
         return _parse_logs(rest)
+    if verb == "cluster":
+        return _parse_cluster(rest)
     raise CommandError(f"unknown command {_echo(words[0])}")
 
 

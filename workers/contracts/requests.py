@@ -13,7 +13,14 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .commands import LogsCommand, StatusCommand, WorkspaceConnectionCommand, WorkspaceStatusCommand
+from .commands import (
+    LogsCommand,
+    NodesValidateCommand,
+    StatusCommand,
+    TopologyValidateCommand,
+    WorkspaceConnectionCommand,
+    WorkspaceStatusCommand,
+)
 from .identity import Identity
 from .ids import RECORD_ID, SLACK_CHANNEL, SLACK_USER, WATCH_ID
 
@@ -52,6 +59,12 @@ class LogsRequest(CommandRequest):
     command: LogsCommand
 
 
+class ClusterRequest(CommandRequest):
+    job: ClassVar[str] = f"{JOBS}.cluster_job"
+    retried: ClassVar[bool] = False  # a retry of `validate nodes` would create its pods again
+    command: TopologyValidateCommand | NodesValidateCommand
+
+
 class EscalateRequest(BaseModel):
     """One Escalate press: the signed record id, the clicker and as whom they act."""
 
@@ -88,7 +101,8 @@ class StopRequest(BaseModel):
         return f"stop {self.watch}"
 
 
-Request = StatusRequest | WorkspaceRequest | LogsRequest | EscalateRequest | StopRequest
+Request = (StatusRequest | WorkspaceRequest | LogsRequest | ClusterRequest | EscalateRequest
+           | StopRequest)
 
-__all__ = ["CommandRequest", "EscalateRequest", "LogsRequest", "Request", "StatusRequest", "StopRequest",
-           "WorkspaceRequest"]
+__all__ = ["ClusterRequest", "CommandRequest", "EscalateRequest", "LogsRequest", "Request", "StatusRequest",
+           "StopRequest", "WorkspaceRequest"]

@@ -20,9 +20,10 @@ class Check(BaseModel):
 
 
 class LayerReport(BaseModel):
-    """Layer 1 (`workspace connection`) or layer 2 (`workspace status`) as one answer."""
+    """Layer 1 (`workspace connection`), layer 2 (`workspace status`) or layer 6
+    (`cluster validate topology|nodes`) as one answer."""
 
-    layer: Literal[1, 2]
+    layer: Literal[1, 2, 6]
     workspace: str | None
     ok: bool
     summary: str

@@ -146,6 +146,7 @@ def evaluate(
     experiment: ExperimentEvidence | None = None,
     stall_seconds: int = DEFAULT_STALL_SECONDS,
     node_gaps: dict[str, str] | None = None,
+    dcgm_health: dict[str, list[str]] | None = None,
 ) -> Diagnosis:
     """Diagnose `run` from the snapshot's objects as of `now`.
 
@@ -170,7 +171,7 @@ def evaluate(
     nodes = {(o.get("metadata") or {}).get("name"): o for o in objects if o.get("kind") == "Node"}
     if nodes or node_gaps:
         unread = dict(node_gaps) if node_gaps is not None else _absent(nodes, ctx)
-        health = gpu_node_health(ctx, nodes, unread)
+        health = gpu_node_health(ctx, nodes, unread, dcgm_health)
         if health is not None:
             checks[health.name] = health
     progress = None

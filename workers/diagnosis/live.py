@@ -367,12 +367,14 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
         diagnosis = unreachable_diagnosis(run, ns, report)
         if profile:
             gpu_profile = _layer_profile(report)
-    elif logs is None and experiment is None and not node_gaps and len(objects) == len(collected.objects):
+    elif (logs is None and experiment is None and not node_gaps and len(objects) == len(collected.objects)
+          and not (gpu_profile and gpu_profile.gpu_health)):
         diagnosis = collected.diagnosis or evaluate(objects, run, now, ns, collected.gaps,
                                                     stall_seconds=stall_seconds)
     else:
         diagnosis = evaluate(objects, run, now, ns, collected.gaps, logs=logs, experiment=experiment,
-                             stall_seconds=stall_seconds, node_gaps=node_gaps)
+                             stall_seconds=stall_seconds, node_gaps=node_gaps,
+                             dcgm_health=gpu_profile.gpu_health if gpu_profile else None)
     return LiveResult(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
                       requests=reader.requests_made, objects=objects, layer_report=report,
                       profile=gpu_profile)

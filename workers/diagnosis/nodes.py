@@ -115,7 +115,8 @@ def _pod_device_faults(pods: list[dict]) -> list[str]:
     return out
 
 
-def gpu_node_health(ctx: RunContext, nodes: dict[str, dict], unread: dict[str, str]) -> PhaseResult | None:
+def gpu_node_health(ctx: RunContext, nodes: dict[str, dict], unread: dict[str, str],
+                    dcgm: dict[str, list[str]] | None = None) -> PhaseResult | None:
     """The check for the nodes of the run's live pods; None when no pod is bound to a node.
 
     ``nodes`` are the Node objects that were read, ``unread`` the run's nodes
@@ -141,6 +142,10 @@ def gpu_node_health(ctx: RunContext, nodes: dict[str, dict], unread: dict[str, s
     device = _pod_device_faults(pods)
     evidence += device
     faulty += device
+    for name, faults in (dcgm or {}).items():  # --run-profile: the same scrape's DCGM health fields
+        if name in names:
+            evidence += [f"{name}: {f} (dcgm-exporter)" for f in faults]
+            faulty += [f"{name}: {f}" for f in faults]
     missing = [n for n in names if n not in nodes]
     if faulty:
         more = f" (+{len(faulty) - 1} more)" if len(faulty) > 1 else ""

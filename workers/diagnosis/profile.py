@@ -57,6 +57,13 @@ DISCOVERY_PAGE = 5000
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
+# Layer-6 health fields of the same scrape (dcgm-exporter etc/default-counters.csv; the health
+# status only when the CSV enables it). A field absent from a scrape is "not exported", never 0.
+XID = "DCGM_FI_DEV_XID_ERRORS"
+ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+HEALTH_STATUS = "DCGM_EXP_GPU_HEALTH_STATUS"
+HEALTH_FIELDS = (XID, ROW_REMAP_FAILURE, HEALTH_STATUS)
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})  # NVIDIA's catalogue: application errors
 INT64_BLANK = 9223372036854775792  # DCGM_INT64_BLANK 0x7ffffffffffffff0; NOT_FOUND etc. are above it
 FP64_BLANK = 2.0**47  # DCGM_FP64_BLANK 140737488355328.0
 
@@ -205,6 +212,9 @@ class GpuProfile(BaseModel):
     cuda_compute_process: Unavailable = Unavailable(reason=CUDA_REASON)
     gaps: list[str] = Field(default_factory=list)  # nodes left out of otherwise observed values
     requests: int = 0
+    gpu_health: dict[str, list[str]] = Field(default_factory=dict, description="node → DCGM faults")
+    health_not_exported: list[str] = Field(default_factory=list, description="health fields absent")
+    application_xids: list[str] = Field(default_factory=list, description="layer-7 evidence, not faults")
 
 
 # --------------------------------------------------------------------------- pods and claims
@@ -290,6 +300,9 @@ class _Reading:
         self.devices: dict[tuple[str, str], GpuDevice] = {}  # (node, uuid or index) → device
         self.util: dict[tuple[str, str], float | None] = {}  # None: blank sentinel
         self.fb_used: dict[tuple[str, str], float | None] = {}
+        self.health: dict[str, list[str]] = {}
+        self.app_xids: list[str] = []
+        self.exported: set[str] = set()
 
 
 def _parse_scrape(node: str, text: str, wanted: set[tuple[str, str]], known_nodes: set[str],
@@ -321,7 +334,32 @@ def _parse_scrape(node: str, text: str, wanted: set[tuple[str, str]], known_node
             target = into.util if name == UTIL else into.fb_used if name == FB_USED else None
             if target is not None and target.get(key) is None:
                 target[key] = None if is_blank(value) else value
+            if name in HEALTH_FIELDS:
+                into.exported.add(name)
+                _health_sample(into, where, gpu, name, value, labels)
     return matched
+
+
+def _health_sample(into: _Reading, node: str, gpu: str, name: str, value: float,
+                   labels: Mapping[str, str]) -> None:
+    """One health sample: the last XID (a gauge, not a count), a failed row remap, a DCGM health
+    watch in WARN (10) or FAIL (20)."""
+    if is_blank(value):
+        return
+    if name == XID and value > 0:
+        xid = int(value)
+        text = f"GPU {gpu}: XID {xid} {labels.get('err_msg') or ''}".rstrip()
+        if xid in APPLICATION_XIDS:
+            into.app_xids.append(f"{node} {text} (application error)")
+        else:
+            into.health.setdefault(node, []).append(text)
+    elif name == ROW_REMAP_FAILURE and value > 0:
+        into.health.setdefault(node, []).append(f"GPU {gpu}: row remapping failed")
+    elif name == HEALTH_STATUS and value >= 10:
+        level = "FAIL" if value >= 20 else "WARN"
+        into.health.setdefault(node, []).append(
+            f"GPU {gpu}: DCGM health {labels.get('health_watch', '?')} {level} "
+            f"{labels.get('health_error_code', '')}".rstrip())
 
 
 def _stat(values: Mapping[tuple[str, str], float | None], metric: str, unit: Literal["%", "GiB"],
@@ -450,7 +488,9 @@ def build_profile(run_pods: list[dict], claims: Mapping[str, dict],
         gpu_devices=Devices(devices=sorted(reading.devices.values(),
                                            key=lambda d: (d.node, d.pod, d.container, d.gpu))),
         gpu_utilization=util, gpu_memory=memory,
-        gpu_activity=_activity(util, memory, reading.fb_used), gaps=gaps)
+        gpu_activity=_activity(util, memory, reading.fb_used), gaps=gaps,
+        gpu_health=reading.health, application_xids=reading.app_xids,
+        health_not_exported=[f for f in HEALTH_FIELDS if f not in reading.exported])
 
 
 # --------------------------------------------------------------------------- I/O
@@ -619,6 +659,11 @@ def profile_lines(profile: GpuProfile, *, list_limit: int | None = 4) -> list[tu
         rows.append((key, _value(field, limit=list_limit)))
     if profile.gaps:
         rows.append(("partial", "; ".join(profile.gaps)))
+    if profile.gpu_devices.status == "observed":
+        health = "; ".join(f"{node}: {', '.join(f)}" for node, f in profile.gpu_health.items()) or "no fault"
+        if profile.health_not_exported:
+            health += f" ({', '.join(profile.health_not_exported)} not exported)"
+        rows.append(("gpu_health", health))
     return rows
 
 

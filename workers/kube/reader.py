@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -220,9 +220,15 @@ class KubeReader:
         shape of ``kubectl get -o json`` items. An error on any page is the
         result: a partial list would look like "fewer pods", which is a lie.
         """
+        got = await self._paged(path, label_selector, field_selector, limit)
+        return got if isinstance(got, ReadError) else got[0]
+
+    async def _paged(self, path: str, label_selector: str | None, field_selector: str | None,
+                     limit: int) -> tuple[list[dict[str, Any]], str] | ReadError:
         items: list[dict[str, Any]] = []
         token: str | None = None
         seen_tokens: set[str] = set()
+        version = ""
         while True:
             query: list[tuple[str, QueryValue]] = []
             if label_selector:
@@ -236,6 +242,7 @@ class KubeReader:
             page = await self._json("GET", path, "list", query)
             if isinstance(page, ReadError):
                 return page
+            version = version or str((page.get("metadata") or {}).get("resourceVersion") or "")
             api_version = page.get("apiVersion", "")
             list_kind = page.get("kind", "")
             item_kind = list_kind[:-4] if list_kind.endswith("List") else ""
@@ -247,10 +254,41 @@ class KubeReader:
                 items.append(item)
             token = (page.get("metadata") or {}).get("continue") or None
             if not token:
-                return items
+                return items, version
             if token in seen_tokens:
                 raise KubeRequestError(200, path, "the server repeated a continue token")
             seen_tokens.add(token)
+
+    async def list_versioned(self, path: str, *, label_selector: str | None = None,
+                             limit: int = 500) -> tuple[list[dict[str, Any]], str] | ReadError:
+        """Like `list`, plus the list's resourceVersion: where a WATCH resumes without a gap."""
+        return await self._paged(path, label_selector, None, limit)
+
+    async def watch(self, path: str, *, label_selector: str | None = None, resource_version: str = "",
+                    timeout: float = 60.0) -> AsyncIterator[dict[str, Any]]:
+        """WATCH events (`{"type", "object"}`) from ``resource_version`` until the server ends the
+        stream (``timeoutSeconds``). A non-200 answer is one `ERROR` event carrying its Status, as
+        a real watch reports `410 Gone` — the caller re-LISTs then."""
+        self.requests_made += 1
+        query: list[tuple[str, str]] = [("watch", "true"), ("timeoutSeconds", str(int(timeout)))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        response = await self.api_client.call_api(
+            path, "GET", query_params=query, header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout + 10)
+        try:
+            if response.status != 200:
+                data = await response.read()
+                yield {"type": "ERROR", "object": {"kind": "Status", "code": response.status,
+                                                   "message": _status_message(data)}}
+                return
+            async for line in response.content:
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            response.release()
 
     async def text(self, path: str,
                    query: Mapping[str, QueryValue] | None = None) -> str | ReadError:
@@ -267,6 +305,23 @@ class KubeReader:
         if not 200 <= status < 300:
             return self._error_for(status, data, path, "get", program_errors=False)
         return data.decode("utf-8", errors="replace")
+
+    async def write(self, method: str, path: str, body: Mapping[str, Any] | None = None
+                    ) -> dict[str, Any] | ReadError:
+        """A write (POST create, DELETE) under the same client — only `cluster validate nodes`
+        writes, and only as the caller. Every non-2xx is a value: the caller's RBAC answers."""
+        verb = {"POST": "create", "DELETE": "delete"}[method]
+        result = await self._call(method, path, verb, None, body)
+        if isinstance(result, ReadError):
+            return result
+        status, data = result
+        if not 200 <= status < 300:
+            return self._error_for(status, data, path, verb, program_errors=False)
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            parsed = None
+        return parsed if isinstance(parsed, dict) else {}
 
     async def access_review(self, verb: str, resource: str, group: str = "",
                             namespace: str | None = None, subresource: str | None = None,

@@ -354,7 +354,7 @@ def build_error_card(
 def build_workspace_card(report: LayerReport, *, command: str) -> WorkspaceCardContext:
     """The answer to `/tau workspace connection|status`: the layer's verdict and its checks."""
     verdict = "✅ passed" if report.ok else "❌ failed"
-    title = "Workspace connection" if report.layer == 1 else "Workspace readiness"
+    title = {1: "Workspace connection", 2: "Workspace readiness", 6: "Cluster validation"}[report.layer]
     name = report.workspace or "?"
     header = plain(f"{title} · {name} · layer {report.layer} {verdict}", MAX_HEADER_TEXT)
     lines = [

@@ -1,0 +1,267 @@
+"""Layer 6 on demand: `cluster validate topology` (read-only) and `cluster validate nodes` (operator-only).
+
+Both run under the caller's impersonated identity and nothing else:
+* **topology** reads each ready TauCluster profile's ResourceFlavors and the
+  nodes matching each flavor's `nodeLabels` (Ready, uncordoned, with the
+  flavor's taints tolerated, GPUs allocatable, and every level label of the
+  flavor's Topology); "zero matching nodes for flavor F" is the failure
+  (shared/reference/node-health.md §1.6, Kueue TAS rules).
+* **nodes** creates one validation pod per selected node — as the caller,
+  so only someone whose RBAC allows (privileged) pods in the validation
+  namespace can run it; taubot's own identity never creates pods. An access
+  review refuses everyone else before any pod exists. Each pod's exit says
+  healthy or the failing check; pods are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from workers.contracts.identity import Identity
+from workers.diagnosis.checks import Check, LayerReport
+from workers.diagnosis.nodes import GPU, node_faults
+from workers.diagnosis.podfacts import condition
+from workers.kube.client import make_user_client
+from workers.kube.reader import KubeReader, ReadError, resource_path
+from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+VALIDATION_LABEL = "taugrid.io/node-validation"
+DEFAULT_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
+DEFAULT_COMMAND = "nvidia-smi -L && nvidia-smi -q -d ECC,ROW_REMAPPER && dcgmi diag -r 1"
+OWNER_FIX = ("The node-pool owner reconciles the pool with the profile (labels, taints, device plugin) "
+             "or repairs the failing nodes.")
+
+
+def _selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _tolerated(taint: dict, flavor_spec: dict) -> bool:
+    if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+        return True
+    for own in flavor_spec.get("nodeTaints") or []:
+        if own.get("key") == taint.get("key") and own.get("effect") == taint.get("effect"):
+            return True
+    for tol in flavor_spec.get("tolerations") or []:
+        if tol.get("key") in (None, "", taint.get("key")) and (
+                tol.get("operator") == "Exists" or tol.get("value") == taint.get("value")) and (
+                not tol.get("effect") or tol.get("effect") == taint.get("effect")):
+            return True
+    return False
+
+
+def matching_nodes(flavor: dict, nodes: list[dict], topology: dict | None) -> tuple[int, list[str]]:
+    """How many nodes back the flavor, and why the others do not (pure)."""
+    spec = flavor.get("spec") or {}
+    levels = [lv.get("nodeLabel") for lv in ((topology or {}).get("spec") or {}).get("levels") or []]
+    good, why = 0, []
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name")
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        ready = condition(node, "Ready")
+        if not ready or ready.get("status") != "True":
+            why.append(f"{name}: not Ready")
+        elif (node.get("spec") or {}).get("unschedulable"):
+            why.append(f"{name}: cordoned")
+        elif any(not _tolerated(t, spec) for t in (node.get("spec") or {}).get("taints") or []):
+            why.append(f"{name}: untolerated taint")
+        elif GPU in ((node.get("status") or {}).get("capacity") or {}) and \
+                str(((node.get("status") or {}).get("allocatable") or {}).get(GPU, "0")) in ("0", ""):
+            why.append(f"{name}: no allocatable {GPU}")
+        elif missing := [lv for lv in levels if lv and lv not in labels]:
+            why.append(f"{name}: lacks topology label {missing[0]}")
+        else:
+            good += 1
+    return good, why
+
+
+def _resolve(registry: Registry, workspace: str | None) -> WorkspaceConnection | str:
+    resolution = registry.resolve(workspace=workspace)
+    return resolution.message if isinstance(resolution, ResolutionFailure) else resolution.descriptor
+
+
+async def validate_topology(registry: Registry, *, identity: Identity, workspace: str | None = None,
+                            profile: str | None = None, timeout: float = 10.0) -> LayerReport:
+    ws = _resolve(registry, workspace)
+    if isinstance(ws, str):
+        return LayerReport(layer=6, workspace=workspace, ok=False, summary=ws, owner="researcher",
+                           transient=False, next_action="Name a configured workspace (--workspace).")
+    api = await make_user_client(ws.cluster_target(), identity)
+    async with api:
+        reader = KubeReader(api, timeout)
+        clusters = await reader.list(resource_path("taugrid.io", "v1alpha1", "tauclusters"))
+        if isinstance(clusters, ReadError):
+            return _unreadable(ws, "TauClusters", clusters)
+        profiles = [p for c in clusters for p in (c.get("status") or {}).get("profiles") or []
+                    if p.get("ready") and (profile is None or p.get("name") == profile)]
+        if not profiles:
+            what = (f"no ready TauCluster profile named {profile}" if profile
+                    else "no ready TauCluster profile")
+            return LayerReport(layer=6, workspace=ws.name, ok=False, summary=what, owner="platform",
+                               transient=False, next_action="The platform publishes the profile set.")
+        checks: list[Check] = []
+        for prof in profiles:
+            for flavor_name in prof.get("resourceFlavors") or []:
+                checks.append(await _flavor_check(reader, prof.get("name"), flavor_name))
+    failed = [c for c in checks if c.state == "failed"]
+    summary = ("every flavor has matching Ready nodes" if not failed
+               else "; ".join(f"{c.name}: {c.detail}" for c in failed[:3]))
+    return LayerReport(layer=6, workspace=ws.name, ok=not failed, summary=summary, checks=checks,
+                       owner="node-pool-owner" if failed else None, transient=False if failed else None,
+                       next_action=OWNER_FIX if failed else "")
+
+
+async def _flavor_check(reader: KubeReader, profile: str | None, name: str) -> Check:
+    label = f"profile {profile} flavor {name}"
+    flavor = await reader.get(resource_path(*KUEUE, "resourceflavors", name=name))
+    if isinstance(flavor, ReadError):
+        detail = "ResourceFlavor not found" if flavor.kind == "not_found" else flavor.describe()
+        return Check(name=label, state="failed", detail=detail)
+    spec = flavor.get("spec") or {}
+    topology = None
+    if spec.get("topologyName"):
+        topology = await reader.get(resource_path(*KUEUE, "topologies", name=spec["topologyName"]))
+        if isinstance(topology, ReadError):
+            return Check(name=label, state="failed", detail=f"Topology {spec['topologyName']}: "
+                         + ("not found" if topology.kind == "not_found" else topology.describe()))
+    nodes = await reader.list(resource_path("", "v1", "nodes"),
+                              label_selector=_selector(spec.get("nodeLabels") or {}) or None, limit=500)
+    if isinstance(nodes, ReadError):
+        return Check(name=label, state="failed", detail=f"nodes: {nodes.describe()}")
+    good, why = matching_nodes(flavor, nodes, topology)
+    if good == 0:
+        wanted = _selector(spec.get("nodeLabels") or {})
+        tail = f" ({'; '.join(why[:3])})" if why else f" (no node has {wanted})"
+        return Check(name=label, state="failed", detail=f"zero matching nodes for flavor {name}{tail}")
+    return Check(name=label, state="ok", detail=f"{good} matching Ready node(s)"
+                 + (f"; {len(why)} excluded" if why else ""))
+
+
+def _unreadable(ws: WorkspaceConnection, what: str, error: ReadError) -> LayerReport:
+    return LayerReport(layer=6, workspace=ws.name, ok=False, summary=f"{what}: {error.describe()}",
+                       owner="platform", transient=error.kind == "unavailable",
+                       next_action="This check is read-only but cluster-scoped: it needs cluster-wide read "
+                       "access to TauClusters, ResourceFlavors, Topologies and Nodes.")
+
+
+def validation_pod(node: str, run_id: str, image: str, command: str, gpus: str | None) -> dict[str, Any]:
+    """One validation pod pinned to ``node`` (node-health.md §1.7's suggested shape)."""
+    limits = {GPU: gpus} if gpus else {}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "taugrid-node-validate-", "labels": {VALIDATION_LABEL: run_id}},
+        "spec": {
+            "nodeName": node, "restartPolicy": "Never", "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "validate", "image": image, "command": ["sh", "-c", command],
+                            "resources": {"limits": limits}, "securityContext": {"privileged": True}}],
+        },
+    }
+
+
+async def validate_nodes(registry: Registry, *, identity: Identity, selector: str, namespace: str,
+                         workspace: str | None = None, min_healthy: int | None = None,
+                         timeout: float = 120.0,
+                         image: str = DEFAULT_IMAGE, command: str = DEFAULT_COMMAND,
+                         request_timeout: float = 10.0) -> LayerReport:
+    ws = _resolve(registry, workspace)
+    if isinstance(ws, str):
+        return LayerReport(layer=6, workspace=workspace, ok=False, summary=ws, owner="researcher",
+                           transient=False, next_action="Name a configured workspace (--workspace).")
+    api = await make_user_client(ws.cluster_target(), identity)
+    async with api:
+        reader = KubeReader(api, request_timeout)
+        allowed = await reader.access_review("create", "pods", "", namespace=namespace)
+        if allowed is not True:
+            why = allowed.describe() if isinstance(allowed, ReadError) else "permission denied (create pods)"
+            return LayerReport(layer=6, workspace=ws.name, ok=False,
+                               summary=f"refused: {why} in namespace {namespace}; no pod was created",
+                               owner="platform", transient=False,
+                               next_action="`cluster validate nodes` is operator-only: it runs privileged "
+                               "pods under your own identity, so your RBAC must allow creating them.")
+        nodes = await reader.list(resource_path("", "v1", "nodes"), label_selector=selector, limit=500)
+        if isinstance(nodes, ReadError):
+            return _unreadable(ws, "Nodes", nodes)
+        if not nodes:
+            return LayerReport(layer=6, workspace=ws.name, ok=False, summary=f"no node matches {selector}",
+                               owner="node-pool-owner", transient=False, next_action=OWNER_FIX)
+        run_id = uuid.uuid4().hex[:10]
+        pods_path = resource_path("", "v1", "pods", namespace)
+        created: dict[str, str] = {}
+        checks: list[Check] = []
+        for node in nodes:
+            name = node["metadata"]["name"]
+            gpus = ((node.get("status") or {}).get("allocatable") or {}).get(GPU)
+            got = await reader.write("POST", pods_path, validation_pod(name, run_id, image, command, gpus))
+            if isinstance(got, ReadError):
+                checks.append(Check(name=name, state="failed", detail=f"validation pod: {got.describe()}"))
+            else:
+                created[got["metadata"]["name"]] = name
+        try:
+            finished = await _wait(reader, namespace, run_id, set(created), timeout)
+            for pod_name, node_name in created.items():
+                checks.append(await _verdict(reader, namespace, pod_name, node_name, finished.get(pod_name)))
+        finally:
+            await asyncio.gather(*(reader.write("DELETE", resource_path("", "v1", "pods", namespace, p))
+                                   for p in created))
+    healthy = sum(c.state == "ok" for c in checks)
+    need = min_healthy if min_healthy is not None else len(nodes)
+    ok = healthy >= need
+    summary = f"{healthy}/{len(nodes)} nodes healthy (need {need})"
+    for node in nodes:
+        faults, _, _ = node_faults(node)
+        if faults:
+            summary += f"; {node['metadata']['name']}: {faults[0]}"
+            break
+    return LayerReport(layer=6, workspace=ws.name, ok=ok, summary=summary, checks=checks,
+                       owner=None if ok else "node-pool-owner", transient=None if ok else False,
+                       next_action="" if ok else OWNER_FIX)
+
+
+async def _wait(reader: KubeReader, namespace: str, run_id: str, pods: set[str], timeout: float
+                ) -> dict[str, dict]:
+    """Terminal pods by name, by LIST then WATCH from its resourceVersion, until all finished or timeout."""
+    done: dict[str, dict] = {}
+    path = resource_path("", "v1", "pods", namespace)
+    selector = f"{VALIDATION_LABEL}={run_id}"
+    got = await reader.list_versioned(path, label_selector=selector)
+    if isinstance(got, ReadError):
+        return done
+    listed, version = got
+    for pod in listed:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            done[pod["metadata"]["name"]] = pod
+    if set(done) >= pods:
+        return done
+    try:
+        async with asyncio.timeout(timeout):
+            async for event in reader.watch(path, label_selector=selector, resource_version=version,
+                                            timeout=timeout):
+                obj = event.get("object") or {}
+                name = (obj.get("metadata") or {}).get("name")
+                if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    done[name] = obj
+                if set(done) >= pods:
+                    break
+    except TimeoutError:
+        pass
+    return done
+
+
+async def _verdict(reader: KubeReader, namespace: str, pod: str, node: str, final: dict | None) -> Check:
+    if final is None:
+        return Check(name=node, state="failed", detail="validation did not finish in time")
+    if final.get("status", {}).get("phase") == "Succeeded":
+        return Check(name=node, state="ok", detail="healthy (nvidia-smi and dcgmi diag passed)")
+    term = ((((final.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {})
+            .get("terminated") or {})
+    log = await reader.text(resource_path("", "v1", "pods", namespace, pod, "log"), {"tailLines": 5})
+    lines = [] if isinstance(log, ReadError) else [ln for ln in log.splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    detail = f"failed (exit {term.get('exitCode', '?')})" + (f": {last.strip()[:200]}" if last else "")
+    return Check(name=node, state="failed", detail=detail)
+
+
+__all__ = ["matching_nodes", "validate_nodes", "validate_topology", "validation_pod"]
