@@ -22,11 +22,11 @@ from rq import Queue
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
-from bot.buttons import EscalateButton
+from bot.buttons import EscalateButton, MuteButton
 from bot.commands import LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
 from bot.watch_buttons import StopWatchingButton
-from workers.contracts.ids import ESCALATE_ACTION, STOP_WATCHING_ACTION
+from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, STOP_WATCHING_ACTION
 from workers.queue import RqQueue
 from workers.settings import Settings
 from workers.surfaces.slack_client import make_web_client
@@ -97,12 +97,13 @@ def build_app(
         listener_executor=ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="bolt"),
     )
     register_listeners(app, commands, EscalateButton(settings, commands.resolver, jobs),
-                       StopWatchingButton(commands.resolver, jobs))
+                       StopWatchingButton(commands.resolver, jobs),
+                       MuteButton(settings, commands.resolver, jobs))
     return app
 
 
 def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton,
-                       stop: StopWatchingButton) -> None:
+                       stop: StopWatchingButton, mute: MuteButton) -> None:
     """Thin listeners: ack, hand the payload over, answer with what comes back. The button
     listeners come before the catch-all: Bolt runs the first listener that matches."""
 
@@ -119,6 +120,11 @@ def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton
     def on_stop_watching(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
         stop.handle(body, respond)
+
+    @app.action(MUTE_ACTION)
+    def on_mute(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        mute.handle(body, respond)
 
     @app.action(re.compile(".*"))
     def on_button(ack: Ack, body: dict[str, Any]) -> None:

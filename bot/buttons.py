@@ -24,8 +24,8 @@ from redis import RedisError
 
 from bot.button_listener import ButtonListener, Resolver
 from bot.identity import Unmapped
-from workers.contracts.ids import ESCALATE_ACTION, SLACK_USER
-from workers.contracts.requests import EscalateRequest
+from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, SLACK_USER
+from workers.contracts.requests import EscalateRequest, MuteRequest
 from workers.contracts.signing import verify_value
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import escape
@@ -80,4 +80,36 @@ class EscalateButton(ButtonListener):
         return "queued", None
 
 
-__all__ = ["EscalateButton"]
+class MuteButton(ButtonListener):
+    """A *Mute 24 h* press: a signed value, a mapped presser, then a job (the access review is the
+    worker's: nothing in bot/ talks to Kubernetes)."""
+
+    name = "mute"
+    failure_text = INTERNAL_ERROR
+
+    def __init__(self, settings: Settings, resolver: Resolver, queue: JobQueue) -> None:
+        self.settings = settings
+        self.resolver = resolver
+        self.queue = queue
+        self.key = settings.button_key()
+
+    def _handle(self, body: dict[str, Any]) -> tuple[str, str | None]:
+        action = next((a for a in body.get("actions") or [] if a.get("action_id") == MUTE_ACTION), {})
+        record_id = verify_value(self.key, action.get("value"))
+        user = str((body.get("user") or {}).get("id") or "")
+        if record_id is None or not SLACK_USER.match(user):
+            return "tampered", "⛔ taubot did not issue this button, so nothing was muted."
+        identity = self.resolver.resolve(user)
+        if isinstance(identity, Unmapped):
+            return "unmapped", f"⛔ {escape(identity.reason, 1000)}"
+        request = MuteRequest(record_id=record_id, user=user, identity=identity,
+                              response_url=body.get("response_url"),
+                              channel=(body.get("channel") or {}).get("id"))
+        try:
+            enqueue_request(self.queue, request, timeout=self.settings.job_timeout_seconds)
+        except RedisError:
+            return "queue-down", "⚠️ taubot could not queue the mute: its job queue is unreachable."
+        return "queued", None
+
+
+__all__ = ["EscalateButton", "MuteButton"]

@@ -25,11 +25,12 @@ from workers.contracts.requests import (
     ClusterRequest,
     EscalateRequest,
     LogsRequest,
+    MuteRequest,
     StatusRequest,
     StopRequest,
     WorkspaceRequest,
 )
-from workers.flows import cluster, escalation, failure, logs, status, watch
+from workers.flows import cluster, escalation, failure, logs, mute, status, watch
 from workers.services import current
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,12 @@ def cluster_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau cluster validate topology|nodes`."""
     services = current()
     return cluster.run_cluster(services, ClusterRequest.model_validate(request), job=get_current_job())
+
+
+def mute_job(request: dict[str, Any]) -> str:
+    """A *Mute 24 h* press on an auto-post."""
+    services = current()
+    return mute.run_mute(services, MuteRequest.model_validate(request), now=services.clock.now())
 
 
 def watch_tick(wid: str, tick: int) -> dict[str, Any]:
@@ -110,5 +117,5 @@ def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
         log.exception("watch tick %s: failure callback could not end the watch", job.id)
 
 
-__all__ = ["cluster_job", "escalate_job", "logs_job", "on_job_failure", "on_tick_failure", "status_job",
-           "stop_job", "watch_tick", "workspace_job"]
+__all__ = ["cluster_job", "escalate_job", "logs_job", "mute_job", "on_job_failure", "on_tick_failure",
+           "status_job", "stop_job", "watch_tick", "workspace_job"]

@@ -175,6 +175,18 @@ class Settings(BaseSettings):
                                   min_length=1)
     validation_command: str = Field(
         default="nvidia-smi -L && nvidia-smi -q -d ECC,ROW_REMAPPER && dcgmi diag -r 1", min_length=1)
+    # Stall monitor (SPEC §7b): how long a run may stay on one reason before it is auto-posted.
+    stall_quota_minutes: int = Field(default=30, ge=0)
+    stall_admission_check_minutes: int = Field(default=30, ge=0)
+    stall_unschedulable_minutes: int = Field(default=10, ge=0)
+    stall_dra_minutes: int = Field(default=5, ge=0)
+    stall_image_pull_minutes: int = Field(default=5, ge=0)
+    stall_crash_minutes: int = Field(default=5, ge=0)
+    stall_not_ready_minutes: int = Field(default=15, ge=0)
+    monitor_interval_seconds: int = Field(default=60, ge=5)
+    monitor_log_reads_per_sweep: int = Field(default=20, ge=0)
+    monitor_lease_seconds: int = Field(default=30, ge=5)
+    mute_hours: int = Field(default=24, gt=0)
     mlflow_token: SecretStr | None = Field(
         default=None, description="Bearer token for the MLflow tracking server (experiment records)."
     )

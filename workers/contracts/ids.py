@@ -26,8 +26,9 @@ def watch_id(channel: str, workspace: str, run: str) -> str:
 
 # Block Kit action ids of taubot's card buttons (the front end routes presses by them).
 ESCALATE_ACTION = "taubot_escalate"
+MUTE_ACTION = "taubot_mute"
 STOP_WATCHING_ACTION = "stop_watching"
 
 
-__all__ = ["ESCALATE_ACTION", "RECORD_ID", "SLACK_CHANNEL", "SLACK_USER", "STOP_WATCHING_ACTION", "WATCH_ID",
-           "SlackChannelId", "SlackUserId", "watch_id"]
+__all__ = ["ESCALATE_ACTION", "MUTE_ACTION", "RECORD_ID", "SLACK_CHANNEL", "SLACK_USER",
+           "STOP_WATCHING_ACTION", "WATCH_ID", "SlackChannelId", "SlackUserId", "watch_id"]

@@ -84,6 +84,23 @@ class EscalateRequest(BaseModel):
         return f"escalate {self.record_id}"
 
 
+class MuteRequest(BaseModel):
+    """A *Mute 24 h* press on an auto-post: the signed record id, the presser and as whom they act."""
+
+    model_config = ConfigDict(frozen=True)
+    job: ClassVar[str] = f"{JOBS}.mute_job"
+    retried: ClassVar[bool] = False
+
+    record_id: str = Field(pattern=RECORD_ID.pattern)
+    user: str = Field(pattern=SLACK_USER.pattern)
+    identity: Identity
+    response_url: str | None = None
+    channel: str | None = None
+
+    def display(self) -> str:
+        return f"mute {self.record_id}"
+
+
 class StopRequest(BaseModel):
     """A Stop watching press: who pressed, and as whom they act (None when unmapped)."""
 
@@ -102,7 +119,7 @@ class StopRequest(BaseModel):
 
 
 Request = (StatusRequest | WorkspaceRequest | LogsRequest | ClusterRequest | EscalateRequest
-           | StopRequest)
+           | StopRequest | MuteRequest)
 
-__all__ = ["ClusterRequest", "CommandRequest", "EscalateRequest", "LogsRequest", "Request", "StatusRequest",
-           "StopRequest", "WorkspaceRequest"]
+__all__ = ["ClusterRequest", "CommandRequest", "EscalateRequest", "LogsRequest", "MuteRequest", "Request",
+           "StatusRequest", "StopRequest", "WorkspaceRequest"]

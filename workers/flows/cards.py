@@ -27,11 +27,13 @@ from pydantic import BaseModel
 
 from workers.render.cards import (
     ErrorCardContext,
+    GroupCardContext,
     LogsCardContext,
     PhaseCardContext,
     RenderedCard,
     WorkspaceCardContext,
     render_error_card,
+    render_group_card,
     render_logs_card,
     render_phase_card,
     render_workspace_card,
@@ -45,7 +47,8 @@ LOCK_TIMEOUT_SECONDS = 60
 LOCK_WAIT_SECONDS = 30
 UPDATE_MAX_WAIT_SECONDS = 5.0
 
-CardContext = PhaseCardContext | WorkspaceCardContext | ErrorCardContext | LogsCardContext
+CardContext = (PhaseCardContext | WorkspaceCardContext | ErrorCardContext | LogsCardContext
+               | GroupCardContext)
 Outcome = Literal["unchanged", "updated", "deferred", "gone", "missing"]
 
 
@@ -54,6 +57,7 @@ KINDS: dict[type[BaseModel], tuple[str, Callable[..., RenderedCard], frozenset[s
     WorkspaceCardContext: ("workspace", render_workspace_card, frozenset()),
     ErrorCardContext: ("error", render_error_card, frozenset()),
     LogsCardContext: ("logs", render_logs_card, frozenset()),
+    GroupCardContext: ("group", render_group_card, frozenset()),
 }
 MODELS: dict[str, type[BaseModel]] = {name: model for model, (name, _, _) in KINDS.items()}
 

@@ -176,7 +176,9 @@ def attach_card_ts(conn: redis.Redis, record_id: str, card_ts: str) -> None:
     raw = conn.get(RECORD_PREFIX + record_id)
     if raw is None:
         return
-    record = StoredDiagnosis.model_validate_json(raw).model_copy(update={"card_ts": card_ts})
+    stored = StoredDiagnosis.model_validate_json(raw)
+    # An auto-post is its own thread: its record learns the thread with the card.
+    record = stored.model_copy(update={"card_ts": card_ts, "thread_ts": stored.thread_ts or card_ts})
     conn.set(RECORD_PREFIX + record_id, record.model_dump_json(), xx=True, keepttl=True)
 
 

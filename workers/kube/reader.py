@@ -260,12 +260,13 @@ class KubeReader:
             seen_tokens.add(token)
 
     async def list_versioned(self, path: str, *, label_selector: str | None = None,
-                             limit: int = 500) -> tuple[list[dict[str, Any]], str] | ReadError:
+                             field_selector: str | None = None, limit: int = 500
+                             ) -> tuple[list[dict[str, Any]], str] | ReadError:
         """Like `list`, plus the list's resourceVersion: where a WATCH resumes without a gap."""
-        return await self._paged(path, label_selector, None, limit)
+        return await self._paged(path, label_selector, field_selector, limit)
 
-    async def watch(self, path: str, *, label_selector: str | None = None, resource_version: str = "",
-                    timeout: float = 60.0) -> AsyncIterator[dict[str, Any]]:
+    async def watch(self, path: str, *, label_selector: str | None = None, field_selector: str | None = None,
+                    resource_version: str = "", timeout: float = 60.0) -> AsyncIterator[dict[str, Any]]:
         """WATCH events (`{"type", "object"}`) from ``resource_version`` until the server ends the
         stream (``timeoutSeconds``). A non-200 answer is one `ERROR` event carrying its Status, as
         a real watch reports `410 Gone` — the caller re-LISTs then."""
@@ -273,6 +274,8 @@ class KubeReader:
         query: list[tuple[str, str]] = [("watch", "true"), ("timeoutSeconds", str(int(timeout)))]
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         if resource_version:
             query.append(("resourceVersion", resource_version))
         response = await self.api_client.call_api(

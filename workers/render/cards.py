@@ -108,6 +108,10 @@ class PhaseCardContext(BaseModel):
     notes: list[str] = []
     escalate_button: CardButton | None = None  # issue 7: Escalate to <owner>
     escalated: EscalatedNote | None = None  # …and who escalated, once done (replaces the button)
+    # the stall monitor's auto-post: its status line, the Mute button and who muted it
+    monitor_status: str = ""
+    mute_button: CardButton | None = None
+    muted: str = ""
     # issue 5 (`--watch`): footer line, refresh time (left out of the card hash) and Stop button
     watch_status: str = ""
     watch_updated: str = ""
@@ -139,6 +143,36 @@ class WorkspaceCardContext(BaseModel):
     handoff: str = ""
     reference: str
     fallback: str
+
+
+class GroupCardContext(BaseModel):
+    """What `group_card.json.j2` shows: one post for runs stalled by one shared cause."""
+
+    model_config = ConfigDict(frozen=True)
+
+    header: str
+    intro: str
+    runs: str
+    status: str = ""
+    muted: str = ""
+    escalate_button: CardButton | None = None
+    mute_button: CardButton | None = None
+    fallback: str
+
+
+def build_group_card(label: str, members: list[tuple[str, str, str]], *, status: str = "",
+                     escalate_button: CardButton | None = None, mute_button: CardButton | None = None,
+                     muted: str = "") -> GroupCardContext:
+    """``members``: (run, phase, since) of each run the cause holds."""
+    lines = [f"• {code(run, NAME_BUDGET)} — *{escape(phase, 40)}* since {escape(since, 40)}"
+             for run, phase, since in members]
+    return GroupCardContext(
+        header=plain(f"🚨 {len(members)} runs stalled: {label}", MAX_HEADER_TEXT),
+        intro=f"taubot found {len(members)} runs stuck for one shared cause: *{escape(label, 300)}*.",
+        runs=_fit_lines(lines, MAX_SECTION_TEXT) if lines else "_no run is stalled any more_",
+        status=status, muted=muted, escalate_button=escalate_button, mute_button=mute_button,
+        fallback=escape(f"{len(members)} runs stalled: {label}: " + ", ".join(m[0] for m in members), 500),
+    )
 
 
 class LogsCardContext(BaseModel):
@@ -473,6 +507,10 @@ def render_error_card(context: ErrorCardContext) -> RenderedCard:
     return RenderedCard(text=context.fallback, blocks=render_template("error_card.json.j2", context))
 
 
+def render_group_card(context: GroupCardContext) -> RenderedCard:
+    return RenderedCard(text=context.fallback, blocks=render_template("group_card.json.j2", context))
+
+
 def render_logs_card(context: LogsCardContext) -> RenderedCard:
     return RenderedCard(text=context.fallback, blocks=render_template("logs_card.json.j2", context))
 
@@ -533,17 +571,20 @@ def validate_blocks(blocks: Any) -> None:
 __all__ = [
     "CardError",
     "ErrorCardContext",
+    "GroupCardContext",
     "LogsCardContext",
     "PhaseCardContext",
     "RenderedCard",
     "STATE_EMOJI",
     "WorkspaceCardContext",
     "build_error_card",
+    "build_group_card",
     "build_logs_card",
     "build_phase_card",
     "build_workspace_card",
     "phase_tree_text",
     "render_error_card",
+    "render_group_card",
     "render_logs_card",
     "render_phase_card",
     "render_workspace_card",

@@ -1,0 +1,55 @@
+"""`taubot monitor [--once]` (SPEC §7b): the stall monitor as its own process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from typing import Any
+
+from .errors import UsageError
+from .registry import subcommand
+
+
+def cmd_monitor(args: Any) -> int:
+    from workers.monitor.run import run_forever, run_once
+    from workers.services import Services, install
+    from workers.settings import SettingsError, load_settings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
+    if settings.workspaces_dir is None:
+        raise UsageError("TAUBOT_WORKSPACES_DIR is not set: the monitor reads only the namespaces its "
+                         "WorkspaceConnection descriptors name")
+    services = Services.for_slack(settings)
+    install(services)
+    if args.once:
+        report = asyncio.run(run_once(services))
+        print(json.dumps({"runs": report.runs, "stalled": report.stalled, "posts": report.posts,
+                          "log_reads": report.log_reads, "unread": report.unread,
+                          "seconds": round(report.seconds, 3)}))
+        return 0
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_forever(services, stop)
+
+    asyncio.run(main())
+    return 0
+
+
+@subcommand
+def add(sub: Any) -> None:
+    p = sub.add_parser("monitor", help="the stall monitor: auto-post stuck runs (one active replica)")
+    p.add_argument("--once", action="store_true", help="one sweep from fresh LISTs, then exit")
+    p.set_defaults(func=cmd_monitor)
+
+
+__all__ = ["add"]

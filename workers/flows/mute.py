@@ -1,0 +1,65 @@
+"""*Mute 24 h* on an auto-post: no auto-post for those runs until it expires.
+
+The card says who muted and until when.
+
+The presser must pass the same access review as Escalate (`get` the run as
+themselves, impersonated): muting a team's alerts is an action on its behalf.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta
+
+from workers.contracts.requests import MuteRequest
+from workers.kube.reader import KubeReader, ReadError
+from workers.monitor.posts import PREFIX, MuteRecord, mute_key
+from workers.render.mrkdwn import code
+from workers.services import Services
+from workers.workspaces import Resolved
+
+
+def run_mute(services: Services, request: MuteRequest, *, now: datetime) -> str:
+    raw = services.redis.get(f"{PREFIX}mute-record:{request.record_id}")
+    if raw is None:
+        _tell(services, request, "⌛ This post is too old to mute from; nothing changed.")
+        return "expired"
+    record = MuteRecord.model_validate_json(raw)
+    resolution = services.registry.resolve(workspace=record.workspace)
+    if not isinstance(resolution, Resolved):
+        _tell(services, request, "⛔ That workspace is no longer configured; nothing changed.")
+        return "workspace"
+    run, kind = record.runs[0]
+    group, resource = ("ray.io", "rayjobs") if kind == "RayJob" else ("batch", "jobs")
+
+    async def review() -> bool | ReadError:
+        api = await services.kube.user(resolution.descriptor.cluster_target(), request.identity)
+        async with api:
+            return await KubeReader(api, services.settings.kube_request_timeout_seconds).access_review(
+                "get", resource, group, namespace=record.namespace, name=run)
+
+    allowed = asyncio.run(review())
+    if allowed is not True:
+        _tell(services, request,
+              f"⛔ Your Kubernetes identity may not read {code(run, 80)}, so taubot did not mute it.")
+        return "refused"
+    hours = services.settings.mute_hours
+    until = now + timedelta(hours=hours)
+    for name, _kind in record.runs:
+        services.redis.set(mute_key(record.workspace, record.namespace, name),
+                           json.dumps({"by": request.user, "until": until.isoformat()}), ex=hours * 3600)
+    note = f"🔕 Auto-posts muted by @{request.user} until {until.strftime('%Y-%m-%d %H:%M UTC')}."
+    services.cards.update_if_changed(record.channel, record.ts, lambda old: old.model_copy(
+        update={"muted": note, "mute_button": None}), max_wait=15.0)
+    return "muted"
+
+
+def _tell(services: Services, request: MuteRequest, text: str) -> None:
+    if request.response_url:
+        services.surface.respond(request.response_url, text)
+    elif request.channel:
+        services.surface.ephemeral(request.channel, request.user, text)
+
+
+__all__ = ["run_mute"]

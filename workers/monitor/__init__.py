@@ -1,0 +1,1 @@
+"""The stall monitor (SPEC §7b): stuck runs diagnosed and posted without anyone asking."""

@@ -1,0 +1,203 @@
+"""`taubot monitor`: sweep the cache, judge each active run, post what is stalled (SPEC §7b).
+
+Every run is judged with the same pure `evaluate()` as a status, on the
+cache's objects and the clock's `now`. Log reads for Runtime progress are
+bounded (at most `TAUBOT_MONITOR_LOG_READS_PER_SWEEP` runs, oldest-checked
+first). The monitor reads with the bot's own read-only identity, never
+impersonating, and only in namespaces that descriptors name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.diagnosis.evaluate import evaluate
+from workers.diagnosis.linkage import find_run, meta
+from workers.diagnosis.live import LiveResult
+from workers.diagnosis.phases.common import RunContext
+from workers.diagnosis.runtime import main_started
+from workers.kube.reader import KubeReader
+from workers.logs.sources import log_evidence
+from workers.services import Services
+from workers.workspaces import WorkspaceConnection
+
+from .cache import KINDS, Cache
+from .lease import Lease
+from .posts import Candidate, muted, post_group, post_run, settle
+from .stalls import Thresholds, classify
+
+log = logging.getLogger(__name__)
+CHECKED = "taubot:monitor:log-checked:"
+
+
+@dataclass
+class SweepReport:
+    runs: int = 0
+    stalled: int = 0
+    posts: dict[str, int] = field(default_factory=dict)
+    log_reads: int = 0
+    seconds: float = 0.0
+    unread: list[str] = field(default_factory=list)
+
+
+def _runs(objects: list[dict]) -> list[str]:
+    names = {meta(o).get("name") for o in objects if o.get("kind") == "RayJob"}
+    jobs = {meta(o).get("name") for o in objects if o.get("kind") == "Job"
+            and not any(r.get("kind") == "RayJob" for r in meta(o).get("ownerReferences") or [])}
+    return sorted(n for n in names | jobs if n)
+
+
+def _queue_map(objects: list[dict]) -> dict[str, str]:
+    return {meta(o).get("name"): (o.get("spec") or {}).get("clusterQueue") for o in objects
+            if o.get("kind") == "LocalQueue"}
+
+
+async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Cache, reader: KubeReader,
+                          report: SweepReport, log_budget: list[int]) -> None:
+    ns, name = ws.spec.namespace, ws.metadata.name
+    channel = (ws.spec.slack.channels or [None])[0]
+    if channel is None:
+        return
+    unread = cache.unread(ns)
+    if unread:  # never judge a run on objects that could not be read
+        report.unread += [f"{name}: {u}" for u in unread]
+        return
+    now = services.clock.now()
+    thresholds = Thresholds.from_settings(services.settings)
+    objects = cache.objects(ns)
+    queues = _queue_map(objects)
+    stalled: list[Candidate] = []
+    finished: dict[str, str] = {}
+    kusto = ws.spec.logs.kusto if ws.spec.logs else None
+    for run in _runs(objects):
+        report.runs += 1
+        objs = find_run(objects, run, ns)
+        verdict = RunContext(objs=objs, now=now).terminal()
+        if verdict is not None:
+            finished[run] = verdict
+            continue
+        logs = None
+        started = main_started(RunContext(objs=objs, now=now))
+        if started and log_budget[0] > 0 and _due_for_log(services, ns, run):
+            log_budget[0] -= 1
+            report.log_reads += 1
+            logs = await log_evidence(reader, objs, kusto=kusto, now=now)
+            services.redis.set(f"{CHECKED}{ns}:{run}", str(time.time()), ex=24 * 3600)
+        d = evaluate(objects, run, now, ns, logs=logs,
+                     stall_seconds=services.settings.progress_stall_minutes * 60)
+        stall = classify(d, objs, now, thresholds, queues)
+        if stall is None or not stall.stalled:
+            continue
+        report.stalled += 1
+        if muted(services, name, ns, run):
+            continue
+        live = LiveResult(diagnosis=d, workspace=name, namespace=ns, requests=0, objects=objects)
+        stalled.append(Candidate(stall, d, live))
+    groups: dict[str, list[Candidate]] = {}
+    for c in stalled:
+        if c.stall.group:
+            groups.setdefault(c.stall.group, []).append(c)
+    for c in stalled:
+        members = groups.get(c.stall.group or "", [])
+        if len(members) >= 2:
+            continue
+        outcome = post_run(services, name, channel, c)
+        report.posts[outcome] = report.posts.get(outcome, 0) + 1
+    for group, members in groups.items():
+        if len(members) >= 2:
+            outcome = post_group(services, name, channel, group, members[0].stall.group_label, members)
+            report.posts[f"group-{outcome}"] = report.posts.get(f"group-{outcome}", 0) + 1
+    settle(services, name, {c.stall.run for c in stalled}, finished)
+
+
+def _due_for_log(services: Services, ns: str, run: str) -> bool:
+    """Oldest-checked first: a run read in the last minute waits for the others."""
+    raw = services.redis.get(f"{CHECKED}{ns}:{run}")
+    return raw is None or time.time() - float(raw) > 60
+
+
+def _descriptors(services: Services) -> list[WorkspaceConnection]:
+    return [d.descriptor for d in services.registry.descriptors]
+
+
+async def sweep(services: Services, caches: dict[str, tuple[Cache, KubeReader]]) -> SweepReport:
+    started = time.perf_counter()
+    report = SweepReport()
+    budget = [services.settings.monitor_log_reads_per_sweep]
+    for ws in _descriptors(services):
+        cache, reader = caches[_target_key(ws)]
+        await sweep_workspace(services, ws, cache, reader, report, budget)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _target_key(ws: WorkspaceConnection) -> str:
+    return ws.cluster_target().model_dump_json()
+
+
+async def run_once(services: Services) -> SweepReport:
+    """One sweep from fresh LISTs (`taubot monitor --once`)."""
+    clients: list[Any] = []
+    caches: dict[str, tuple[Cache, KubeReader]] = {}
+    try:
+        by_target: dict[str, list[WorkspaceConnection]] = {}
+        for ws in _descriptors(services):
+            by_target.setdefault(_target_key(ws), []).append(ws)
+        for key, members in by_target.items():
+            api = await services.kube.bot(members[0].cluster_target())
+            clients.append(api)
+            reader = KubeReader(api, services.settings.kube_request_timeout_seconds)
+            cache = Cache(reader, [w.spec.namespace for w in members])
+            await cache.list_all()
+            caches[key] = (cache, reader)
+        return await sweep(services, caches)
+    finally:
+        for api in clients:
+            await api.close()
+
+
+async def run_forever(services: Services, stop: asyncio.Event) -> None:
+    """LIST once, WATCH from there, sweep every interval while holding the lease."""
+    lease = Lease(services.redis, services.settings.monitor_lease_seconds)
+    clients: list[Any] = []
+    caches: dict[str, tuple[Cache, KubeReader]] = {}
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        by_target: dict[str, list[WorkspaceConnection]] = {}
+        for ws in _descriptors(services):
+            by_target.setdefault(_target_key(ws), []).append(ws)
+        for key, members in by_target.items():
+            api = await services.kube.bot(members[0].cluster_target())
+            clients.append(api)
+            reader = KubeReader(api, services.settings.kube_request_timeout_seconds)
+            cache = Cache(reader, [w.spec.namespace for w in members])
+            await cache.list_all()
+            caches[key] = (cache, reader)
+            tasks += [asyncio.create_task(cache.watch(ns, kind, stop))
+                      for ns in cache.namespaces for kind in KINDS]
+        interval = services.settings.monitor_interval_seconds
+        while not stop.is_set():
+            if lease.acquire_or_renew():
+                report = await sweep(services, caches)
+                if report.seconds > interval:
+                    log.warning("monitor: the sweep took %.1f s, longer than its %s s interval",
+                                report.seconds, interval)
+                services.metrics.card_writes.labels("monitor-sweep").inc()
+            try:
+                pause = min(interval, services.settings.monitor_lease_seconds / 2)
+                await asyncio.wait_for(stop.wait(), timeout=pause)
+            except TimeoutError:
+                pass
+    finally:
+        lease.release()
+        for task in tasks:
+            task.cancel()
+        for api in clients:
+            await api.close()
+
+
+__all__ = ["SweepReport", "run_forever", "run_once", "sweep"]
