@@ -456,6 +456,7 @@ class KubeEmulator:
         self._faults: list[_Fault] = []
         self._proxies: dict[tuple[str, str, str, str | None, str], tuple[bytes, int, str]] = {}
         self._watchers: list[_Watcher] = []
+        self._compacted = 0  # watches from an older resourceVersion get 410 Gone (etcd compaction)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self.replace_all(objects)
@@ -621,6 +622,18 @@ class KubeEmulator:
                path.lstrip("/"))
         with self._lock:
             self._proxies[key] = (data, status, content_type)
+
+    def compact(self) -> None:
+        """Forget the change history, as etcd compaction does: a WATCH from an older
+        resourceVersion is answered `410 Gone` (`too old resource version`) and must re-LIST."""
+        with self._lock:
+            self._compacted = self._rv
+            self._changes.clear()
+            watchers = list(self._watchers)
+        loop = self._loop
+        for w in watchers:  # open streams end, as on an API server restart; clients re-WATCH
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(w.queue.put_nowait, None)
 
     def clear_requests(self) -> None:
         """Forget the request log."""
@@ -942,6 +955,15 @@ class KubeEmulator:
                 initial = [c for c in self._changes if c.rv > int(since)]
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
+        if since != "0" and int(since) < self._compacted:
+            # kube-apiserver's watch cache answers 200 with one ERROR event carrying the Status.
+            gone = status_body(410, f"too old resource version: {since} ({self._compacted})")
+            gone["reason"] = "Expired"
+            await response.write(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
+            with self._lock:
+                self._watchers.remove(watcher)
+            await response.write_eof()
+            return response
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
 

@@ -181,6 +181,7 @@ def post_run(services: Services, ws: str, channel: str, c: Candidate) -> str:
 def post_group(services: Services, ws: str, channel: str, group: str, label: str,
                members: list[Candidate]) -> str:
     """One post for runs stalled by one shared cause, edited as runs join and leave."""
+    candidates = members
     key = group_key(ws, group)
     record = _load(services, key)
     now_members = {c.stall.run: {"phase": c.stall.phase, "since": _stamp(c.stall.since)} for c in members}
@@ -210,21 +211,23 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
                   PostRecord(channel=channel, ts=posted.ts, layer=c.stall.layer, reason=c.stall.reason,
                              phase=c.stall.phase, group=group))
         return "posted"
-    if set(now_members) == set(record.members):
-        return "unchanged"
     joined = sorted(set(now_members) - set(record.members))
+    if not joined:
+        return "unchanged"  # runs that left are settled (and the card edited) by `settle`
+    members = {**record.members, **{run: now_members[run] for run in joined}}
+    rows = [(run, m["phase"], m["since"]) for run, m in sorted(members.items())]
+    card = build_group_card(label, rows)
     services.cards.update_if_changed(
         record.channel, record.ts,
-        lambda old: old.model_copy(update={"runs": build_group_card(label, rows).runs,
-                                           "header": build_group_card(label, rows).header}), max_wait=15.0)
+        lambda old: old.model_copy(update={"runs": card.runs, "header": card.header}), max_wait=15.0)
     for run in joined:
         services.surface.post(record.channel, f"➕ {code(run, 80)} is stuck for the same cause.",
                               thread_ts=record.ts)
-        c = next(m for m in members if m.stall.run == run)
+        c = next(m for m in candidates if m.stall.run == run)
         _save(services, run_key(ws, c.stall.namespace, run),
               PostRecord(channel=record.channel, ts=record.ts, layer=c.stall.layer, reason=c.stall.reason,
                          phase=c.stall.phase, group=group))
-    _save(services, key, record.model_copy(update={"members": now_members}))
+    _save(services, key, record.model_copy(update={"members": members}))
     return "edited"
 
 

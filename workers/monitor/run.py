@@ -18,6 +18,7 @@ from typing import Any
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.linkage import find_run, meta
 from workers.diagnosis.live import LiveResult
+from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.runtime import main_started
 from workers.kube.reader import KubeReader
@@ -26,6 +27,7 @@ from workers.services import Services
 from workers.workspaces import WorkspaceConnection
 
 from .cache import KINDS, Cache
+from .index import group_by_run
 from .lease import Lease
 from .posts import Candidate, muted, post_group, post_run, settle
 from .stalls import Thresholds, classify
@@ -42,13 +44,6 @@ class SweepReport:
     log_reads: int = 0
     seconds: float = 0.0
     unread: list[str] = field(default_factory=list)
-
-
-def _runs(objects: list[dict]) -> list[str]:
-    names = {meta(o).get("name") for o in objects if o.get("kind") == "RayJob"}
-    jobs = {meta(o).get("name") for o in objects if o.get("kind") == "Job"
-            and not any(r.get("kind") == "RayJob" for r in meta(o).get("ownerReferences") or [])}
-    return sorted(n for n in names | jobs if n)
 
 
 def _queue_map(objects: list[dict]) -> dict[str, str]:
@@ -71,31 +66,41 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
     objects = cache.objects(ns)
     queues = _queue_map(objects)
     stalled: list[Candidate] = []
+    silenced: set[str] = set()  # muted but still stalled: their posts stay as they are
     finished: dict[str, str] = {}
     kusto = ws.spec.logs.kusto if ws.spec.logs else None
-    for run in _runs(objects):
+    per_run = group_by_run(objects)
+    runs = sorted(per_run)
+    linked = {run: find_run(per_run[run], run, ns) for run in runs}
+    started = [r for r in runs if RunContext(objs=linked[r], now=now).terminal() is None
+               and main_started(RunContext(objs=linked[r], now=now))]
+    # Oldest-checked first, at most the budget per sweep; the others keep their last read log.
+    to_read = set(sorted(started, key=lambda r: _last_checked(services, ns, r))[:max(0, log_budget[0])])
+    log_budget[0] -= len(to_read)
+    for run in runs:
         report.runs += 1
-        objs = find_run(objects, run, ns)
+        objs = linked[run]
         verdict = RunContext(objs=objs, now=now).terminal()
         if verdict is not None:
             finished[run] = verdict
             continue
         logs = None
-        started = main_started(RunContext(objs=objs, now=now))
-        if started and log_budget[0] > 0 and _due_for_log(services, ns, run):
-            log_budget[0] -= 1
+        if run in to_read:
             report.log_reads += 1
             logs = await log_evidence(reader, objs, kusto=kusto, now=now)
-            services.redis.set(f"{CHECKED}{ns}:{run}", str(time.time()), ex=24 * 3600)
-        d = evaluate(objects, run, now, ns, logs=logs,
+            _remember_log(services, ns, run, logs)
+        elif run in started:
+            logs = _last_log(services, ns, run)
+        d = evaluate(per_run[run], run, now, ns, logs=logs,
                      stall_seconds=services.settings.progress_stall_minutes * 60)
         stall = classify(d, objs, now, thresholds, queues)
         if stall is None or not stall.stalled:
             continue
         report.stalled += 1
         if muted(services, name, ns, run):
+            silenced.add(run)
             continue
-        live = LiveResult(diagnosis=d, workspace=name, namespace=ns, requests=0, objects=objects)
+        live = LiveResult(diagnosis=d, workspace=name, namespace=ns, requests=0, objects=per_run[run])
         stalled.append(Candidate(stall, d, live))
     groups: dict[str, list[Candidate]] = {}
     for c in stalled:
@@ -111,13 +116,27 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
         if len(members) >= 2:
             outcome = post_group(services, name, channel, group, members[0].stall.group_label, members)
             report.posts[f"group-{outcome}"] = report.posts.get(f"group-{outcome}", 0) + 1
-    settle(services, name, {c.stall.run for c in stalled}, finished)
+    settle(services, name, {c.stall.run for c in stalled} | silenced, finished)
 
 
-def _due_for_log(services: Services, ns: str, run: str) -> bool:
-    """Oldest-checked first: a run read in the last minute waits for the others."""
+LOG_KEEP_LINES = 400
+
+
+def _last_checked(services: Services, ns: str, run: str) -> float:
     raw = services.redis.get(f"{CHECKED}{ns}:{run}")
-    return raw is None or time.time() - float(raw) > 60
+    return float(raw) if raw else 0.0
+
+
+def _remember_log(services: Services, ns: str, run: str, logs: LogEvidence) -> None:
+    """The last read, kept (its newest lines) so a run not read this sweep keeps its verdict."""
+    kept = logs.model_copy(update={"lines": logs.lines[-LOG_KEEP_LINES:]})
+    services.redis.set(f"{CHECKED}{ns}:{run}", str(services.clock.now().timestamp()), ex=24 * 3600)
+    services.redis.set(f"{CHECKED}log:{ns}:{run}", kept.model_dump_json(), ex=24 * 3600)
+
+
+def _last_log(services: Services, ns: str, run: str) -> LogEvidence | None:
+    raw = services.redis.get(f"{CHECKED}log:{ns}:{run}")
+    return LogEvidence.model_validate_json(raw) if raw else None
 
 
 def _descriptors(services: Services) -> list[WorkspaceConnection]:

@@ -1,0 +1,301 @@
+"""The stall monitor end to end: the emulator (LIST, WATCH, 410), the fake Slack, real Redis.
+
+Run shapes come from tests/fixtures/k8s.py (real Kueue, batch and kubelet
+shapes, each builder citing its source). The clock is the test's: runs are
+made stuck 45 minutes before it, or one minute before it ("just stuck").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+
+from tests.fakes.kube_api import KubeEmulator, running_emulator
+from tests.fakes.slack_api import FakeSlack, running_fake_slack
+from tests.fixtures import k8s
+from tests.live.conftest import workspace_objects
+from workers.clock import ManualClock
+from workers.kube.reader import KubeReader
+from workers.monitor.cache import KINDS, Cache
+from workers.monitor.lease import Lease
+from workers.monitor.run import run_once
+from workers.services import Services, install
+from workers.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "xoxb-monitor"
+VISION, AUDIO = "C012VISION", "C012AUDIO"
+AUDIO_NS = "team-audio"
+NOW = k8s.T0 + timedelta(minutes=60)
+
+
+def descriptors(directory: Path, server: str) -> None:
+    directory.mkdir(exist_ok=True)
+    for name, ns, channel in (("vision", k8s.NS, VISION), ("audio", AUDIO_NS, AUDIO)):
+        (directory / f"{name}.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "taugrid.io/v1alpha1", "kind": "WorkspaceConnection", "metadata": {"name": name},
+            "spec": {"cluster": {"server": server}, "namespace": ns, "workspace": name, "localQueue": "team-a",
+                     "slack": {"channels": [channel]},
+                     "owners": {"queue-owner": {"channel": "C0QUEUE", "usergroup": "S0QUEUE"}}}}))
+
+
+def queued(name: str, ns: str = k8s.NS, minutes_ago: int = 45) -> list[dict]:
+    j = k8s.job(name, ns=ns, suspend=True, t0=NOW - timedelta(minutes=minutes_ago))
+    return [j, k8s.workload(j, state="pending", t0=NOW - timedelta(minutes=minutes_ago))]
+
+
+def image_pull(name: str) -> list[dict]:
+    t0 = NOW - timedelta(minutes=45)
+    j = k8s.job(name, suspend=False, active=1, t0=t0)
+    pod = k8s.job_pod(j, t0=t0, node="gpu-node-1", phase="Pending",
+                      containers=[k8s.image_pull_backoff(image="taugridacr.azurecr.io/vision/vit:1.4.0")])
+    return [j, k8s.workload(j, state="admitted", t0=t0), pod]
+
+
+def crash_loop(name: str, *, recovered: bool = False) -> list[dict]:
+    t0 = NOW - timedelta(minutes=45)
+    j = k8s.job(name, suspend=False, active=1, t0=t0)
+    container = (k8s.running(t0=t0) if recovered else k8s.crash_loop(exit_code=1, reason="Error"))
+    pod = k8s.job_pod(j, t0=t0, node="gpu-node-2", phase="Running", containers=[container])
+    return [j, k8s.workload(j, state="admitted", t0=t0), pod]
+
+
+def healthy(name: str, ns: str) -> list[dict]:
+    j = k8s.job(name, ns=ns, suspend=False, active=1)
+    pod = k8s.job_pod(j, node="gpu-node-3", phase="Running", containers=[k8s.running()])
+    return [j, k8s.workload(j, state="admitted"), pod]
+
+
+def succeeded(name: str, ns: str) -> list[dict]:
+    j = k8s.job(name, ns=ns, suspend=False, succeeded=1, conditions=k8s.job_complete(k8s.T0, 1800))
+    return [j, k8s.workload(j, state="admitted")]
+
+
+def world() -> list[dict]:
+    return [*workspace_objects(), k8s.local_queue("team-a", ns=AUDIO_NS),
+            *queued("q-run-1"), *queued("q-run-2"), *queued("q-run-3"),
+            *image_pull("vit-pull"), *crash_loop("llama-crash"),
+            *healthy("audio-ok", AUDIO_NS), *succeeded("audio-done", AUDIO_NS), *queued("audio-new", AUDIO_NS, 1)]
+
+
+def progressing(emu: KubeEmulator, prefix: str = "audio-ok-") -> None:
+    """The healthy run's log advances up to a minute ago (HF Trainer dicts, transformers 4.46)."""
+    for obj in emu.objects():
+        if obj["kind"] == "Pod" and obj["metadata"]["name"].startswith(prefix):
+            ns = obj["metadata"]["namespace"]
+            emu.pod_logs[(ns, obj["metadata"]["name"], obj["spec"]["containers"][0]["name"])] = "".join(
+                (NOW - timedelta(minutes=9 - i)).strftime("%Y-%m-%dT%H:%M:%S.000000000Z ")
+                + f"{{'loss': {2 - i / 10:.4f}, 'grad_norm': 1.1, 'learning_rate': 4e-05, 'epoch': {i / 10}}}\n"
+                for i in range(9))
+
+
+@dataclass
+class Env:
+    emu: KubeEmulator
+    fake: FakeSlack
+    services: Services
+    clock: ManualClock
+
+    def sweep(self) -> Any:
+        return asyncio.run(run_once(self.services))
+
+    def posts(self, channel: str) -> list[Any]:
+        return [c for c in self.fake.calls_to("chat.postMessage")
+                if c.params.get("channel") == channel and not c.params.get("thread_ts") and c.response.get("ok")]
+
+    def replies(self, channel: str, ts: str) -> list[str]:
+        return [m["text"] for m in self.fake.thread(channel, ts) if not m.get("blocks")]
+
+
+@pytest.fixture
+def env(tmp_path: Path, redis_url: str) -> Iterator[Env]:
+    with running_emulator(world()) as emu, running_fake_slack(token=TOKEN) as fake:
+        progressing(emu)
+        descriptors(tmp_path / "workspaces", emu.base_url)
+        settings = Settings(slack_bot_token=TOKEN, slack_api_url=fake.api_url, redis_url=redis_url,
+                            workspaces_dir=tmp_path / "workspaces", button_signing_key="k" * 32)
+        clock = ManualClock(NOW)
+        services = Services.for_slack(settings, clock=clock)
+        install(services)
+        yield Env(emu, fake, services, clock)
+        services.redis.close()
+
+
+def card_text(call: Any) -> str:
+    return json.dumps(call.params.get("blocks"), ensure_ascii=False) + (call.params.get("text") or "")
+
+
+def buttons(call: Any) -> list[str]:
+    return [e["text"]["text"] for b in call.params["blocks"] if b["type"] == "actions" for e in b["elements"]]
+
+
+def test_one_grouped_post_per_cause_one_post_per_stuck_run_and_nothing_else(env: Env) -> None:
+    env.sweep()
+    posts = env.posts(VISION)
+    assert env.posts(AUDIO) == []  # healthy, succeeded and just-stuck runs: nothing
+    grouped = [p for p in posts if "runs stalled" in card_text(p)]
+    assert len(grouped) == 1
+    text = card_text(grouped[0])
+    assert all(f"`q-run-{i}`" in text for i in (1, 2, 3)) and "Kueue admission" in text
+    assert "cluster-queue" in text
+    singles = [p for p in posts if p not in grouped]
+    assert len(singles) == 2
+    pull = next(p for p in singles if "vit-pull" in card_text(p))
+    crash = next(p for p in singles if "llama-crash" in card_text(p))
+    assert "First incomplete: Image pull" in card_text(pull) and "First incomplete: Container start" in card_text(crash)
+    for post in (grouped[0], pull, crash):
+        labels = buttons(post)
+        assert any("Escalate" in b or "Notify" in b for b in labels) and any("Mute" in b for b in labels)
+    assert "kubectl" not in card_text(pull) + card_text(crash)  # no operator-only hints in auto-posts
+
+
+def test_the_monitor_reads_as_itself_only_in_its_namespaces_and_never_writes(env: Env) -> None:
+    env.sweep()
+    assert env.emu.requests
+    for r in env.emu.requests:
+        assert r.header_values("Impersonate-User") == [] and r.header_values("Impersonate-Group") == []
+        assert r.method == "GET" and "/namespaces/" in r.path, r.path
+    assert {r.path.split("/namespaces/")[1].split("/")[0] for r in env.emu.requests} == {k8s.NS, AUDIO_NS}
+
+
+def test_a_second_sweep_posts_nothing_again(env: Env) -> None:
+    env.sweep()
+    before = len(env.fake.calls_to("chat.postMessage"))
+    env.sweep()
+    assert len(env.fake.calls_to("chat.postMessage")) == before
+
+
+def test_a_recovered_run_gets_its_post_edited_and_one_reply(env: Env) -> None:
+    env.sweep()
+    crash = next(p for p in env.posts(VISION) if "llama-crash" in card_text(p))
+    ts = crash.response["ts"]
+    for obj in crash_loop("llama-crash", recovered=True):
+        env.emu.upsert(obj)
+    progressing(env.emu, "llama-crash-")
+    env.clock.advance(60)
+    env.sweep()
+    env.sweep()
+    edits = [c for c in env.fake.calls_to("chat.update") if c.params["ts"] == ts]
+    assert len(edits) == 1 and "Recovered" in card_text(edits[0])
+    replies = env.replies(VISION, ts)
+    assert len(replies) == 1 and "recovered" in replies[0]
+
+
+def test_a_run_leaving_the_group_edits_the_group_post(env: Env) -> None:
+    env.sweep()
+    group = next(p for p in env.posts(VISION) if "runs stalled" in card_text(p))
+    j = k8s.job("q-run-3", suspend=False, active=1, t0=NOW - timedelta(minutes=45))
+    env.emu.upsert(j)
+    env.emu.upsert(k8s.workload(j, state="admitted", t0=NOW - timedelta(minutes=45)))
+    env.emu.upsert(k8s.job_pod(j, t0=NOW - timedelta(minutes=45), node="gpu-node-4", phase="Running",
+                               containers=[k8s.running()]))
+    progressing(env.emu, "q-run-3-")
+    env.sweep()
+    [edit] = [c for c in env.fake.calls_to("chat.update") if c.params["ts"] == group.response["ts"]]
+    text = card_text(edit)
+    assert "`q-run-1`" in text and "`q-run-2`" in text and "`q-run-3`" not in text
+    assert any("q-run-3" in r and "recovered" in r for r in env.replies(VISION, group.response["ts"]))
+
+
+def test_mute_stops_posts_for_that_run_until_it_expires(env: Env) -> None:
+    from workers.contracts.identity import Identity
+    from workers.contracts.requests import MuteRequest
+    from workers.contracts.signing import verify_value
+    from workers.flows.mute import run_mute
+
+    env.sweep()
+    pull = next(p for p in env.posts(VISION) if "vit-pull" in card_text(p))
+    [mute] = [e for b in pull.params["blocks"] if b["type"] == "actions" for e in b["elements"]
+              if "Mute" in e["text"]["text"]]
+    record_id = verify_value(env.services.settings.button_key(), mute["value"])
+    assert record_id is not None
+    outcome = run_mute(env.services, MuteRequest(record_id=record_id, user="U012ALICE",
+                                                 identity=Identity(user="alice@example.com")), now=env.clock.now())
+    assert outcome == "muted"
+    [edit] = [c for c in env.fake.calls_to("chat.update") if c.params["ts"] == pull.response["ts"]]
+    assert "muted by @U012ALICE until" in card_text(edit)
+    # A new reason while muted: no edit, no reply, no post.
+    t0 = NOW - timedelta(minutes=45)
+    j = k8s.job("vit-pull", suspend=False, active=1, t0=t0)
+    env.emu.upsert(k8s.job_pod(j, t0=t0, node="gpu-node-1", phase="Running",
+                               containers=[k8s.crash_loop(exit_code=1, reason="Error")]))
+    calls = len(env.fake.calls)
+    env.sweep()
+    assert len(env.fake.calls) == calls
+    env.services.redis.delete(*env.services.redis.keys("taubot:monitor:mute:*"))  # 24 h later
+    env.sweep()
+    assert any("is now stuck at *Container start*" in r for r in env.replies(VISION, pull.response["ts"]))
+
+
+def test_informer_lists_once_watches_and_relists_only_on_410(env: Env) -> None:
+    async def scenario() -> tuple[int, int, bool]:
+        api = await env.services.kube.bot(env.services.registry.descriptors[0].descriptor.cluster_target())
+        async with api:
+            cache = Cache(KubeReader(api), [k8s.NS])
+            await cache.list_all()
+            store = cache.stores[(k8s.NS, "Job")]
+            stop = asyncio.Event()
+            task = asyncio.create_task(cache.watch(k8s.NS, KINDS[0], stop))
+            for _ in range(200):  # wait for the watch to deliver the change (bounded)
+                if "late-run" in store.objects:
+                    break
+                if _ == 0:
+                    env.emu.upsert(k8s.job("late-run", suspend=True))
+                await asyncio.sleep(0.01)
+            seen = "late-run" in store.objects
+            lists_before = store.lists
+            store.version = "1"  # as if this watch had fallen far behind…
+            env.emu.compact()  # …when the history it needs is compacted away and its stream ends
+            for _ in range(300):
+                if store.lists > lists_before:
+                    break
+                await asyncio.sleep(0.01)
+            stop.set()
+            task.cancel()
+            return lists_before, store.lists, seen
+
+    lists_before, lists_after, seen = asyncio.run(scenario())
+    assert seen and lists_before == 1 and lists_after == 2
+
+
+def test_the_lease_has_one_holder_and_passes_when_it_dies(redis_url: str) -> None:
+    conn = redis.Redis.from_url(redis_url)
+    first, second = Lease(conn, 30), Lease(conn, 30)
+    assert first.acquire_or_renew() and not second.acquire_or_renew()
+    assert first.acquire_or_renew()  # renewing
+    conn.delete("taubot:monitor:lease")  # the first replica died: its lease ran out
+    assert second.acquire_or_renew() and not first.acquire_or_renew()
+    first.release()  # a stale holder cannot release the new one's lease
+    assert conn.get("taubot:monitor:lease") == second.token.encode()
+
+
+def test_monitor_once_cli_sweeps_every_time_and_exits_zero(tmp_path: Path, redis_url: str) -> None:
+    with running_emulator(world()) as emu, running_fake_slack(token=TOKEN) as fake:
+        progressing(emu)
+        descriptors(tmp_path / "workspaces", emu.base_url)
+        environ = {**os.environ, "TAUBOT_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+                   "TAUBOT_SLACK_BOT_TOKEN": TOKEN, "TAUBOT_SLACK_API_URL": fake.api_url,
+                   "TAUBOT_REDIS_URL": redis_url, "TAUBOT_BUTTON_SIGNING_KEY": "k" * 32}
+        def once() -> tuple[dict, int]:
+            done = subprocess.run([sys.executable, "-m", "workers.cli", "monitor", "--once"], env=environ,
+                                  capture_output=True, text=True, cwd=REPO, timeout=60)
+            assert done.returncode == 0, done.stderr[-2000:]
+            tops = [c for c in fake.calls_to("chat.postMessage") if not c.params.get("thread_ts")]
+            return json.loads(done.stdout.strip().splitlines()[-1]), len(tops)
+
+        (first, posted), (second, again) = once(), once()
+        # The worker's clock is the system's: every fixture run is long stuck by now.
+        assert first["stalled"] >= 5 and second["stalled"] == first["stalled"]  # both sweeps ran
+        assert posted >= 3 and again == posted  # …and the second posted nothing twice
