@@ -13,7 +13,7 @@ from datetime import datetime
 
 from .gaps import PHASE_NEEDS, ReadGap
 from .layers import layer_info
-from .linkage import find_run
+from .linkage import RunObjects, find_run
 from .models import (
     ANSWER_ORDER,
     PHASE_NAMES,
@@ -147,6 +147,7 @@ def evaluate(
     stall_seconds: int = DEFAULT_STALL_SECONDS,
     node_gaps: dict[str, str] | None = None,
     dcgm_health: dict[str, list[str]] | None = None,
+    linked: RunObjects | None = None,
 ) -> Diagnosis:
     """Diagnose `run` from the snapshot's objects as of `now`.
 
@@ -158,7 +159,7 @@ def evaluate(
     collection could not read) make the layer-6 GPU/node health check.
     """
     objects = _objects(snapshot)
-    objs = find_run(objects, run, namespace)
+    objs = linked if linked is not None else find_run(objects, run, namespace)  # the monitor links once
     ctx = RunContext(objs=objs, now=now)
     results: dict[str, PhaseResult] = {}
     for name, fn in EVALUATION_ORDER:

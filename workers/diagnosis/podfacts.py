@@ -109,8 +109,29 @@ def kueue_gated(pod: dict) -> bool:
     return any(g.get("name") == KUEUE_GATE for g in gates)
 
 
+_VIEWS: dict[tuple[int, bool], tuple[dict, list[ContainerView]]] = {}
+_VIEWS_MAX = 150_000  # bounded: two views per pod of a 75,000-pod cache
+
+
 def containers(pod: dict, *, init: bool) -> list[ContainerView]:
-    """Spec and status merged, so a container with no status yet still shows up."""
+    """Spec and status merged, so a container with no status yet still shows up.
+
+    Every phase asks for the same pod's containers; the views are built once per
+    pod object (keyed by identity, checked against the object itself, so a new
+    object with a recycled id is never served another's views).
+    """
+    key = (id(pod), init)
+    hit = _VIEWS.get(key)
+    if hit is not None and hit[0] is pod:
+        return hit[1]
+    views = _build_containers(pod, init=init)
+    if len(_VIEWS) >= _VIEWS_MAX:
+        _VIEWS.clear()
+    _VIEWS[key] = (pod, views)
+    return views
+
+
+def _build_containers(pod: dict, *, init: bool) -> list[ContainerView]:
     spec_key, status_key = (
         ("initContainers", "initContainerStatuses") if init else ("containers", "containerStatuses")
     )

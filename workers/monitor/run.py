@@ -72,8 +72,8 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
     per_run = group_by_run(objects)
     runs = sorted(per_run)
     linked = {run: find_run(per_run[run], run, ns) for run in runs}
-    started = [r for r in runs if RunContext(objs=linked[r], now=now).terminal() is None
-               and main_started(RunContext(objs=linked[r], now=now))]
+    started = {r for r in runs if RunContext(objs=linked[r], now=now).terminal() is None
+               and main_started(RunContext(objs=linked[r], now=now))}
     # Oldest-checked first, at most the budget per sweep; the others keep their last read log.
     to_read = set(sorted(started, key=lambda r: _last_checked(services, ns, r))[:max(0, log_budget[0])])
     log_budget[0] -= len(to_read)
@@ -91,7 +91,7 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
             _remember_log(services, ns, run, logs)
         elif run in started:
             logs = _last_log(services, ns, run)
-        d = evaluate(per_run[run], run, now, ns, logs=logs,
+        d = evaluate(per_run[run], run, now, ns, logs=logs, linked=objs,
                      stall_seconds=services.settings.progress_stall_minutes * 60)
         stall = classify(d, objs, now, thresholds, queues)
         if stall is None or not stall.stalled:
