@@ -1,14 +1,18 @@
 """`taubot demo`: a scripted session on the demo cluster, printed as the shell prints it.
 
 A stuck run's status (layer 4), a crash (layer 5), a run that does not exist
-(layer 3), a `--watch` that follows a run from the queue to success, and an
-escalation of the first card with the handoff it posts. Every step is a line
+(layer 3), a `--watch` that follows a run from the queue to success, an
+escalation of the first card with the handoff it posts, and a sweep of the
+stall monitor auto-posting what is stuck. Every step but the sweep is a line
 a person could type into `taubot shell --demo`.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from workers.contracts.ids import ESCALATE_ACTION
+from workers.monitor.run import run_once
 
 from .demo_cluster import MISSING_RUN, WATCHED
 from .repl import Shell
@@ -22,8 +26,8 @@ SCRIPT: tuple[tuple[str, str], ...] = (
     ("Watching a run: the card is edited in place as it moves; each phase change is one reply.",
      f"/tau status {WATCHED} --watch --interval 15"),
 )
-AUTO_POST_NOTE = ("(Auto-posts of stalled runs come with `taubot monitor`, which is not built yet; "
-                  "this demo shows no auto-post.)")
+MONITOR_SAY = ("The stall monitor sweeps the cluster as itself (read-only) and posts what has been stuck "
+               "past its threshold — unasked, once per run and reason, grouped by shared cause.")
 
 
 def play(shell: Shell) -> int:
@@ -43,8 +47,10 @@ def play(shell: Shell) -> int:
         return 1
     shell.write(f"\n# Escalating the first card hands it to its owner, once.\n› {escalate.number}\n")
     shell.line(str(escalate.number))
-    shell.write(f"\n{AUTO_POST_NOTE}\n")
-    return 0
+    shell.write(f"\n# {MONITOR_SAY}\n› taubot monitor --once\n")
+    report = asyncio.run(run_once(shell.services))
+    shell.write(f"(swept {report.runs} runs: {report.stalled} stalled; posts: {report.posts})\n")
+    return 0 if report.posts else 1
 
 
 __all__ = ["SCRIPT", "play"]

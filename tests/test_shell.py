@@ -89,3 +89,4 @@ def test_demo_plays_status_watch_and_escalation_and_exits_zero() -> None:
     assert "First incomplete: Submitted ⚠️ warning · layer 3" in out
     assert "the run finished (succeeded)" in out
     assert "📣 Escalation for queue-owner" in out
+    assert "🚨 Auto-posted by taubot: stalled at Image pull" in out and "Mute 24 h" in out
