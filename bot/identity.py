@@ -239,8 +239,6 @@ class IdentityResolver:
             return _refusal(slack_user_id, "Slack user is deactivated")
         if user.get("is_bot") or user.get("is_app_user"):
             return _refusal(slack_user_id, "Slack user is a bot")
-        if user.get("is_email_confirmed") is False:
-            return _refusal(slack_user_id, "Slack profile email is not confirmed")
         email = str((user.get("profile") or {}).get("email") or "").strip().lower()
         if not email:
             return Unmapped(
@@ -249,6 +247,8 @@ class IdentityResolver:
                 "you to a Kubernetes identity. " + ASK_OPERATOR,
                 detail="users.info returned no profile.email (is users:read.email granted?)",
             )
+        if user.get("is_email_confirmed") is not True:  # absent is not confirmed
+            return _refusal(slack_user_id, "Slack profile email is not confirmed")
         if not _EMAIL.match(email) or email.startswith(_RESERVED_PREFIX):
             return _refusal(slack_user_id, f"profile email {email!r} is not usable as a user")
         groups = self._usergroup_groups(slack_user_id)

@@ -41,6 +41,7 @@ PROFILES = {
     "U0GONE": {"email": "gone@example.com", "deleted": True},
     "U0NOMAIL": {"real_name": "No Mail"},
     "U0BOT": {"email": "bot@example.com", "is_bot": True},
+    "U0NOCONFIRM": {"email": "nc@example.com", "is_email_confirmed": None},  # field absent
 }
 USERGROUPS = {
     "S0VISION": {"handle": "vision", "users": ["U0BOB"]},
@@ -228,3 +229,10 @@ def test_spec_example_loads(identity_map: IdentityMap) -> None:
     assert identity_map.map_by_email is True
     assert identity_map.usergroups == {"S0VISION": "team-vision"}
     assert identity_map.users["U012ALICE"].groups == ("team-vision", "gpu-users")
+
+
+def test_a_profile_without_is_email_confirmed_is_refused_as_unconfirmed(
+    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+) -> None:
+    result = _resolver(fake, rconn, identity_map).resolve("U0NOCONFIRM")
+    assert isinstance(result, Unmapped) and "not confirmed" in result.detail

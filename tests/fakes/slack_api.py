@@ -619,7 +619,7 @@ class FakeSlack:
     def _user_object(self, user_id: str) -> dict[str, Any]:
         prof = self._profiles[user_id]
         top_level = ("name", "deleted", "is_bot", "is_admin", "is_restricted",
-                     "is_ultra_restricted", "tz")
+                     "is_ultra_restricted", "tz", "is_email_confirmed")
         profile = {k: v for k, v in prof.items() if k not in top_level}
         real_name = prof.get("real_name", "")
         profile.setdefault("real_name", real_name)
@@ -637,6 +637,11 @@ class FakeSlack:
             "is_ultra_restricted": prof.get("is_ultra_restricted", False),
             "profile": profile,
         }
+        # Slack sends is_email_confirmed on users.info; a profile given None here omits it (seen on
+        # some guest and migrated accounts), so a test can check that absent is "not confirmed".
+        confirmed = prof.get("is_email_confirmed", bool(prof.get("email")))
+        if confirmed is not None:
+            user["is_email_confirmed"] = confirmed
         return user
 
     def _users_info(self, params: dict[str, Any]) -> dict[str, Any]:

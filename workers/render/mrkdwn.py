@@ -55,12 +55,27 @@ def slack_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def escape(text: str, limit: int | None = None) -> str:
-    """Escape cluster text for a mrkdwn field so it can't mention, link or break markup.
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\v\f\x85\u2028\u2029]")
+LINE_BREAK_MARK = " ⏎ "
 
-    With ``limit``, the *escaped* result is cut to fit (entities count at their
-    escaped size, which is what Slack measures) and ends with ``…`` when cut.
+
+def one_line(text: str) -> str:
+    """Cluster text on one line: a line break shows as ``⏎``. A termination message or image
+    name that could start a new line could forge one of the card's own lines ("✅ *Ready*")."""
+    return _LINE_BREAKS.sub(LINE_BREAK_MARK, text)
+
+
+def escape(text: str, limit: int | None = None) -> str:
+    """Escape cluster text for a mrkdwn field so it can't mention, link, break markup or
+    forge a line of the card.
+
+    Line breaks become ``⏎`` (cluster text is always one line here; callers join
+    their own lines after escaping), and a run of three backticks is replaced, so
+    no text can open or close a code block. With ``limit``, the *escaped* result
+    is cut to fit (entities count at their escaped size, which is what Slack
+    measures) and ends with ``…`` when cut.
     """
+    text = one_line(text).replace("```", BACKTICK_STAND_IN * 3)
     pieces = _escaped_clusters(text)
     if limit is None:
         return "".join(pieces)
