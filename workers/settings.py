@@ -169,6 +169,9 @@ class Settings(BaseSettings):
     progress_stall_minutes: int = Field(
         default=20, gt=0, description="No progress line for longer than this is a stall (layer 7)."
     )
+    exporter_namespaces: tuple[str, ...] = Field(
+        default=("gpu-operator", "taugrid-system"),
+        description="dcgm-exporter pods are trusted only here, and only when a DaemonSet owns them.")
     validation_namespace: str = Field(default="taugrid-validation", min_length=1,
                                       description="Where `cluster validate nodes` creates its pods.")
     validation_image: str = Field(default="nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04",

@@ -352,3 +352,15 @@ async def test_workspace_not_ready_profiles_nothing(tmp_path: Path) -> None:
     assert not discovery(requests) and not metrics(requests)
     assert result.profile is not None and isinstance(result.profile.gpu_utilization, Unavailable)
     assert result.profile.gpu_utilization.reason.startswith("layer 2 failed:")
+
+
+async def test_a_spoofed_exporter_in_a_team_namespace_is_not_trusted(tmp_path: Path) -> None:
+    """A pod anyone can create, labelled like dcgm-exporter, reporting the run's GPUs as idle."""
+    _, pod, objs = job_run()
+    spoof = exporter_pod(NODE_A, ns=k8s.NS, name="dcgm-exporter-fake")
+    spoof["metadata"].pop("ownerReferences")  # a bare pod, no DaemonSet behind it
+    body = scrape([mine(pod, 0, 0, 0, NODE_A)], hostname=NODE_A)
+    objs += [spoof]
+    result, requests = await live(objs, tmp_path, "train", setup=lambda emu: register(emu, spoof, body))
+    assert metrics(requests) == []  # never scraped
+    assert result.profile is not None and result.profile.gpu_utilization.status == "unavailable"

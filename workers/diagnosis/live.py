@@ -50,7 +50,7 @@ from .models import (
 from .phases import container_start, dra, image_pull, init_containers, ready, scheduling
 from .phases.common import RunContext
 from .podfacts import is_terminal
-from .profile import GpuProfile, collect_profile, unavailable_profile
+from .profile import DEFAULT_EXPORTER_NAMESPACES, GpuProfile, collect_profile, unavailable_profile
 from .runtime import DEFAULT_STALL_SECONDS, main_started
 from .workspace_checks import readiness_report, resolution_report, tauworkspace_path, unreachable_report
 
@@ -323,7 +323,8 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
                         workspace: str | None = None, channel: str | None = None,
                         timeout: float = 10.0, profile: bool = False, layer7: bool = True,
                         stall_seconds: int = DEFAULT_STALL_SECONDS,
-                        mlflow_token: str | None = None, nodes_health: bool = True) -> LiveResult:
+                        mlflow_token: str | None = None, nodes_health: bool = True,
+                        exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> LiveResult:
     """Resolve the workspace, collect under `identity`, evaluate; layers 1–2 first.
 
     With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same
@@ -357,7 +358,7 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
                 logs, experiment = await layer7_evidence(reader, ws, objs, now, timeout=timeout,
                                                          mlflow_token=mlflow_token)
             if profile:
-                gpu_profile = await collect_profile(reader, objs, now=now)
+                gpu_profile = await collect_profile(reader, objs, now=now, namespaces=exporter_namespaces)
     report: LayerReport | None = None
     if isinstance(tw, ReadError):
         report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")

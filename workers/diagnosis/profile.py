@@ -505,10 +505,24 @@ def _metrics_port(pod: dict) -> int:
     return DEFAULT_PORT
 
 
-def _pick_exporters(pods: list[dict], nodes: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
-    """Per run node, a Running exporter pod (ready and not terminating first); else why not."""
+DEFAULT_EXPORTER_NAMESPACES = ("gpu-operator", "taugrid-system")  # the operator's; TauGrid's monitor
+
+
+def trusted_exporter(pod: dict, namespaces: tuple[str, ...]) -> bool:
+    """An exporter is believed only in the operator's namespaces and when a DaemonSet owns it:
+    any pod can carry the dcgm-exporter label, and a spoofed one could report any GPU as idle."""
+    owned = any(ref.get("kind") == "DaemonSet" and ref.get("controller")
+                for ref in meta(pod).get("ownerReferences") or [])
+    return owned and (meta(pod).get("namespace") or "") in namespaces
+
+
+def _pick_exporters(pods: list[dict], nodes: list[str],
+                    namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES
+                    ) -> tuple[dict[str, dict], dict[str, str]]:
+    """Per run node, a Running trusted exporter pod (ready and not terminating first); else why not."""
     chosen: dict[str, dict] = {}
     not_running: dict[str, str] = {}
+    pods = [p for p in pods if trusted_exporter(p, namespaces)]
 
     def rank(p: dict) -> tuple[bool, bool, str]:
         conds = (p.get("status") or {}).get("conditions") or []
@@ -529,7 +543,8 @@ def _pick_exporters(pods: list[dict], nodes: list[str]) -> tuple[dict[str, dict]
     return chosen, not_running
 
 
-async def _discover(reader: KubeReader, nodes: list[str]
+async def _discover(reader: KubeReader, nodes: list[str],
+                    namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES,
                     ) -> tuple[dict[str, dict], dict[str, str], str | None]:
     """At most two LISTs: the official label; TauGrid's only if the first covers no run node."""
     path = resource_path("", "v1", "pods")
@@ -544,7 +559,7 @@ async def _discover(reader: KubeReader, nodes: list[str]
             if selector == TAUGRID_LABEL:
                 text = f"no {DCGM_LABEL} pod runs on the run's nodes, and {text}"
             return {}, problems, text
-        chosen, not_running = _pick_exporters(found, nodes)
+        chosen, not_running = _pick_exporters(found, nodes, namespaces)
         for node, why in not_running.items():
             problems.setdefault(node, why)
         if chosen:
@@ -556,7 +571,8 @@ async def _discover(reader: KubeReader, nodes: list[str]
 
 
 async def collect_profile(reader: KubeReader, run_objects: RunObjects, *, now: datetime,
-                          finished: bool | None = None) -> GpuProfile:
+                          finished: bool | None = None,
+                          namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> GpuProfile:
     """Discover the exporters on the run's nodes and read each once, under the reader's identity.
 
     ``finished`` defaults to whether the run says it ended (Job conditions,
@@ -572,7 +588,7 @@ async def collect_profile(reader: KubeReader, run_objects: RunObjects, *, now: d
     nodes = run_nodes(pods)
     if finished or not nodes:
         return build_profile(pods, claims, {}, finished, None)
-    chosen, node_problems, problem = await _discover(reader, nodes)
+    chosen, node_problems, problem = await _discover(reader, nodes, namespaces)
     exporters = {node: f"{meta(p).get('namespace')}/{meta(p).get('name')}:{_metrics_port(p)}"
                  for node, p in chosen.items()}
     order = sorted(chosen)

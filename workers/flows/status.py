@@ -117,7 +117,8 @@ async def diagnose_for_card(services: Services, request: StatusRequest, now: dat
     live_call = diagnose_live(registry, run=command.run, identity=request.identity, now=now,
                               workspace=command.workspace, channel=request.channel,
                               timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
-                              stall_seconds=settings.progress_stall_minutes * 60, mlflow_token=token)
+                              stall_seconds=settings.progress_stall_minutes * 60, mlflow_token=token,
+                              exporter_namespaces=settings.exporter_namespaces)
     resolution = registry.resolve(workspace=command.workspace, channel=request.channel)
     if not isinstance(resolution, Resolved):
         return await live_call, False
