@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
+# Slack's largest payloads (a block_actions press echoing a 50-block card) are tens of kB.
+MAX_BODY_BYTES = 1024 * 1024
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -50,9 +52,31 @@ def wsgi_app(app: App) -> WsgiApp:
         if environ.get("PATH_INFO") == HEALTH_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
             start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"ok\n"]
+        refused = _refuse_early(environ)
+        if refused is not None:
+            status, why = refused
+            log.warning("refused %s %s from %s: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
+                        environ.get("REMOTE_ADDR"), why)
+            start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+            return [why.encode() + b"\n"]
         return slack(environ, start_response)
 
     return application
+
+
+def _refuse_early(environ: dict[str, Any]) -> tuple[str, str] | None:
+    """Refuse before any byte of the body is read: too large, or a signature timestamp that is
+    not a number (Bolt would answer 500 for it, and log the whole body)."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return "400 Bad Request", "invalid Content-Length"
+    if length > MAX_BODY_BYTES:
+        return "413 Payload Too Large", f"body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit"
+    stamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP")
+    if environ.get("REQUEST_METHOD") == "POST" and stamp is not None and not stamp.strip().isdigit():
+        return "401 Unauthorized", "malformed X-Slack-Request-Timestamp"
+    return None
 
 
 def make_http_server(app: App, host: str = "0.0.0.0", port: int = 3000) -> WSGIServer:

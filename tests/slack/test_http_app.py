@@ -6,11 +6,14 @@ app did next (jobs in Redis, calls received by the fake Slack).
 
 from __future__ import annotations
 
+import http.client
 import json
+import logging
 import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from redis import Redis
 from rq import Queue
 
@@ -147,3 +150,45 @@ def test_app_token_verification_uses_the_fake(redis_url: str, tmp_path: Path) ->
         settings = make_settings(fake, redis_url, tmp_path)
         build_app(settings, queue=Queue("x", connection=Redis.from_url(redis_url)))
         assert fake.calls_to("auth.test")
+
+
+def test_an_oversized_unsigned_body_is_refused_before_it_is_read(slack_app: SlackApp,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    head = "token=x&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT0%2F1%2Fsecret&text="
+    host, port = slack_app.server.server.server_address[:2]
+    with caplog.at_level(logging.INFO):
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+        conn.putrequest("POST", "/slack/events")
+        for name, value in (("Content-Type", "application/x-www-form-urlencoded"),
+                            ("Content-Length", str(10 << 20)), ("X-Slack-Request-Timestamp", "1"),
+                            ("X-Slack-Signature", "v0=x")):
+            conn.putheader(name, value)
+        conn.endheaders()
+        conn.send(head.encode())  # 10 MiB announced, a few bytes sent: the answer must not wait for more
+        status = conn.getresponse().status
+        conn.close()
+    assert status == 413
+    assert slack_app.queue.count == 0
+    lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(lines) == 1 and len(lines[0]) < 300 and "hooks.slack.com" not in lines[0]
+
+
+def test_a_malformed_signature_timestamp_is_401_not_500(slack_app: SlackApp) -> None:
+    body = slash_command_body(text="status r", response_url=slack_app.fake.response_url("x"))
+    status, _, _ = slack_app.post(body, headers={"X-Slack-Request-Timestamp": "soon",
+                                                 "X-Slack-Signature": "v0=" + "0" * 64,
+                                                 "Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 401 and slack_app.queue.count == 0
+
+
+def test_capability_urls_and_tokens_never_reach_a_log_line() -> None:
+    from workers.logsafe import Redactor
+
+    record = logging.LogRecord("slack_bolt", logging.INFO, __file__, 1,
+                               "Invalid request signature detected (body: %s) token %s", (
+                                   "response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT0%2F12%2Fs3cr3t&text="
+                                   + "x" * 5000, "xoxb-1234-secret"), None)
+    Redactor().filter(record)
+    message = record.getMessage()
+    assert "s3cr3t" not in message and "xoxb-1234-secret" not in message and len(message) <= 600
+    assert "[redacted]" in message

@@ -13,11 +13,12 @@ from .registry import subcommand
 
 
 def cmd_monitor(args: Any) -> int:
+    from workers.logsafe import install as install_logging
     from workers.monitor.run import run_forever, run_once
     from workers.services import Services, install
     from workers.settings import SettingsError, load_settings
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_logging(logging.INFO)
     try:
         settings = load_settings()
     except SettingsError as exc:

@@ -31,7 +31,9 @@ def _settings(**overrides: Any) -> Any:
 
 
 def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from workers.logsafe import install
+
+    install(logging.INFO)
 
 
 def _app(settings: Any, *, socket_mode: bool) -> Any:
