@@ -47,6 +47,19 @@ def two_workloads_one_admitted() -> list[dict]:
     return [j, p1, p2, w1, w2]
 
 
+def deactivated(reason: str) -> list[dict]:
+    """Kueue's deactivation: spec.active=false and Evicted with a Deactivated… reason
+    (workload_controller.go: "The workload is deactivated due to exceeding the maximum number of
+    re-queuing retries"; reference/stalls.md §3.3)."""
+    j = k8s.job("train", suspend=True)
+    wl = k8s.workload(j, state="pending")
+    wl["spec"]["active"] = False
+    wl["status"]["conditions"].append({
+        "type": "Evicted", "status": "True", "reason": reason, "lastTransitionTime": "2026-11-30T10:20:00Z",
+        "message": "The workload is deactivated due to exceeding the maximum number of re-queuing retries"})
+    return [j, wl]
+
+
 def inactive_local_queue() -> list[dict]:
     j = k8s.job("train", suspend=True)
     lq = k8s.local_queue("team-a", active=False)
@@ -93,6 +106,11 @@ CASES = [
     Case("pod-integration-1-of-2", two_workloads_one_admitted, PHASE, "pending",
          summary="1/2 admitted"),
     Case("local-queue-inactive", inactive_local_queue, PHASE, "warning", owner="platform"),
+    # SPEC §3: deactivation is not transient — Kueue never requeues it.
+    Case("deactivated-requeuing-limit", lambda: deactivated("DeactivatedDueToRequeuingLimitExceeded"), PHASE,
+         "warning", owner="queue-owner", transient=False, summary="deactivated"),
+    Case("deactivated-admission-check", lambda: deactivated("DeactivatedDueToAdmissionCheck"), PHASE,
+         "warning", owner="queue-owner", transient=False),
 ]
 
 

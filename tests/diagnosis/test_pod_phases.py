@@ -193,10 +193,17 @@ START_CASES = [
          lambda: admitted_job(running_pod(), running_pod(), running_pod(),
                               running_pod(containers=[k8s.crash_loop("trainer")])),
          START, "warning", summary="1/4 pods"),
+    # SPEC §3: running (and ready) after restarts is done — recovered — with the restarts shown.
+    # SPEC §3: ErrImageNeverPull is the researcher's (pull policy Never; no registry was asked).
+    Case("err-image-never-pull",
+         lambda: admitted_job(running_pod(containers=[k8s.waiting(
+             "trainer", IMAGE, "ErrImageNeverPull",
+             f'Container image "{IMAGE}" is not present with pull policy of Never')])),
+         "Image pull", "warning", owner="researcher", transient=False),
     Case("restarted-after-oom",
          lambda: admitted_job(running_pod(containers=[k8s.running(
              "trainer", restart_count=1, last_terminated=k8s.last_terminated(137, "OOMKilled"))])),
-         START, "warning", summary="OOMKilled"),
+         START, "done", summary="1 restart, last exit 137 (OOMKilled)"),
     Case("volume-mount-failure",
          lambda: admitted_job(running_pod(containers=[k8s.waiting("trainer", IMAGE, "ContainerCreating")],
                                           conditions=k8s.cond_creating()),

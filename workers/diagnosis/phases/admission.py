@@ -128,7 +128,10 @@ def _evicted(wl: dict, name: str) -> Verdict | None:
     if reason == "PodsReadyTimeout":
         return Verdict(PhaseState.WARNING, reason, PODS_READY_TIMEOUT, evidence,
                        "evicted: pods not ready in time")
-    if reason in ("Deactivated", "RequeuingLimitExceeded", "MaximumExecutionTimeExceeded"):
+    if reason.startswith("Deactivated") or reason in ("RequeuingLimitExceeded",
+                                                     "MaximumExecutionTimeExceeded"):
+        # Kueue never requeues a deactivated Workload (e.g. DeactivatedDueToRequeuingLimitExceeded,
+        # DeactivatedDueToAdmissionCheck): a person reactivates it after fixing the cause.
         return Verdict(PhaseState.WARNING, reason, DEACTIVATED, evidence, "evicted: deactivated")
     return Verdict(PhaseState.WARNING, reason, PREEMPTED, evidence, f"evicted ({reason})")
 
@@ -138,6 +141,9 @@ def judge_workload(wl: dict) -> Verdict:
     name = meta(wl).get("name") or "workload"
     if _cond_true(wl, "Finished"):
         return Verdict(PhaseState.DONE, "Finished", ADMITTED, f"{name}: Finished")
+    if (wl.get("spec") or {}).get("active") is False:
+        return Verdict(PhaseState.WARNING, "Deactivated", DEACTIVATED, f"{name}: spec.active=false",
+                       "the Workload is deactivated (spec.active: false)")
     rejected = [c for c in (wl.get("status") or {}).get("admissionChecks") or []
                 if c.get("state") == "Rejected"]
     if rejected:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..models import Finding, PhaseState
 from ..patterns import CONFIG_ACTION, CRASH_ACTION, OOM_ACTION
-from ..podfacts import ContainerView, describe_exit, exit_failed, where
+from ..podfacts import ContainerView, containers, describe_exit, exit_failed, where
 from .common import PodVerdict, clip
 
 CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -40,9 +40,20 @@ def container_failure(pod: dict, c: ContainerView, label: str) -> PodVerdict | N
         detail = describe_exit(c.terminated or {})
         return PodVerdict(PhaseState.WARNING, failure_finding(c.terminated or {}),
                           f"{label} {detail}", f"{where(pod, c)}: terminated {clip(detail)}")
-    if c.running and exit_failed(c.last_terminated) and c.restarts:
-        detail = describe_exit(c.last_terminated or {})
-        return PodVerdict(PhaseState.WARNING, failure_finding(c.last_terminated or {}),
-                          f"{label} restarted {c.restarts}x, last {detail}",
-                          f"{where(pod, c)}: restarted {c.restarts} times; last {clip(detail)}")
+    # Running again after a crash is judged by its current state (SPEC §3): it has recovered,
+    # and the summary keeps its restarts (`restart_note`); Ready says whether it is ready.
     return None
+
+
+def restart_note(pods: list[dict]) -> str:
+    """`; 1 restart, last exit 137 (OOMKilled)` for containers that run again after crashing."""
+    notes = []
+    for pod in pods:
+        for c in containers(pod, init=False):
+            if c.running and c.restarts and c.last_terminated:
+                last = c.last_terminated
+                notes.append(f"{c.restarts} restart{'s' if c.restarts != 1 else ''}, last exit "
+                             f"{last.get('exitCode')} ({last.get('reason') or 'Error'})")
+    if not notes:
+        return ""
+    return f"; {notes[0]}" + (f" (+{len(notes) - 1} more containers)" if len(notes) > 1 else "")

@@ -18,7 +18,7 @@ from ..podfacts import (
     pod_phase,
 )
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
-from .container_failures import CRASH, PULL_ERRORS, container_failure
+from .container_failures import CRASH, PULL_ERRORS, container_failure, restart_note
 
 NAME = "Container start"
 LAYER = 5
@@ -84,7 +84,7 @@ def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
     started = sum(v.state is PhaseState.DONE for v in verdicts)
     phase = aggregate(NAME, LAYER, verdicts, total=len(pods),
                       done_summary=f"{started}/{len(pods)} pods' containers started "
-                      "(does not prove progress)", healthy=HEALTHY)
+                      f"(does not prove progress){restart_note(pods)}", healthy=HEALTHY)
     if phase.state is not PhaseState.WARNING:
         return _job_failed(ctx) or phase
     return phase

@@ -36,7 +36,17 @@ def _pull_error_text(ctx: RunContext, pod: dict, c: ContainerView) -> str:
     return " | ".join(t for t in texts if t)
 
 
+NEVER_PULL = Finding(
+    owner="researcher",
+    transient=False,
+    next_action="The pull policy is Never and the image is not on the node: no registry was asked. Use "
+    "a pull policy that pulls (IfNotPresent), or an image that the node pool ships.",
+)
+
+
 def classify(reason: str, text: str) -> tuple[str, Finding]:
+    if reason == "ErrImageNeverPull":
+        return "pull policy Never, image absent", NEVER_PULL
     if reason == "InvalidImageName":
         nf = next(p for p in IMAGE_PULL if p.label == "not found")
         return nf.label, nf.finding
