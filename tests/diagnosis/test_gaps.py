@@ -95,3 +95,27 @@ def test_gap_on_a_found_run_does_not_unfind_it() -> None:
     d = evaluate(snap, "train", NOW, namespace=k8s.NS, gaps={"rayjobs": gap})
     assert d.phase("Submitted").state.value == "done"
     assert d.first_incomplete is None
+
+
+def test_forbidden_pods_never_read_as_dra_skipped_expected() -> None:
+    j = k8s.job("train", active=2)
+    d = evaluate(k8s.kube_list(j, k8s.workload(j, state="admitted")), "train", NOW, namespace=k8s.NS,
+                 gaps={"pods": PODS_FORBIDDEN})
+    dra = d.phase("DRA allocation")
+    assert dra.state.value == "warning" and dra.summary == "permission denied (list pods)"
+    assert "expected" not in dra.summary
+
+
+def test_a_yaml_dump_with_unquoted_timestamps_keeps_its_times() -> None:
+    """`kubectl get -o yaml` output pasted without quotes: PyYAML reads timestamps as datetimes."""
+    import yaml
+
+    from workers.diagnosis.snapshot import parse_snapshot
+
+    j = k8s.job("train", active=1)
+    pod = k8s.job_pod(j, node="gpu-node-1", phase="Running", containers=[k8s.running()])
+    text = yaml.safe_dump(k8s.kube_list(j, k8s.workload(j, state="admitted"), pod)).replace("'", "")
+    objects = parse_snapshot(text)
+    assert not isinstance(objects[0]["metadata"]["creationTimestamp"], str)  # really unquoted
+    d = evaluate(objects, "train", NOW)
+    assert "created at 2026-11-30" in d.phase("Submitted").summary and "?" not in d.phase("Submitted").summary

@@ -112,6 +112,14 @@ def _apply_gaps(ctx: RunContext, results: dict[str, PhaseResult], gaps: dict[str
     answer; a 5xx or timeout reads "unavailable". Phases that do not apply to
     the run (RayCluster of a Job) stay skipped.
     """
+    run_gap = next((gaps[r] for r in ("rayjobs", "jobs") if r in gaps), None)
+    if ctx.objs.run is None and run_gap is not None:
+        # The run was never read: no phase may say "run not found" (SPEC §7; issue 15).
+        for name, phase in list(results.items()):
+            if name != submitted.NAME and ("run not found" in phase.summary
+                                           or "waiting for the run to exist" in phase.summary
+                                           or "waiting on Submitted" in phase.summary):
+                results[name] = phase.model_copy(update={"summary": f"not checked: {run_gap.text}"})
     for name, needs in PHASE_NEEDS.items():
         phase = results[name]
         if phase.state is PhaseState.SKIPPED and name != dra.NAME:

@@ -20,7 +20,7 @@ PHASE_NEEDS: dict[str, tuple[str, ...]] = {
     "Kueue admission": ("workloads",),
     "RayCluster": ("rayclusters",),
     "Pod scheduling": ("pods",),
-    "DRA allocation": ("resourceclaims",),
+    "DRA allocation": ("pods", "resourceclaims"),  # "no claims" is known only from the pods
     "Image pull": ("pods",),
     "Init containers": ("pods",),
     "Container start": ("pods",),

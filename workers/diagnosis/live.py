@@ -210,6 +210,12 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime,
         return Collected([], {}, tw)
     rayjob_items = keep("rayjobs", rayjob)
     job_items = keep("jobs", job)
+    if "rayjobs" in gaps:
+        # The RayJob could not be read: a Job of its name that a RayJob owns is KubeRay's submitter,
+        # never the run itself (a failed read of a kind is never "none exist").
+        job_items = [j for j in job_items if not any(
+            ref.get("kind") == "RayJob" for ref in (j.get("metadata") or {}).get("ownerReferences") or [])]
+        objects[:] = [o for o in objects if o.get("kind") != "Job" or o in job_items]
     if not rayjob_items and not job_items:
         return Collected(objects, gaps, tw)
     is_rayjob = bool(rayjob_items)  # a RayJob wins; a Job of its name is its submitter

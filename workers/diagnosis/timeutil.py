@@ -6,7 +6,13 @@ from datetime import UTC, datetime
 
 
 def parse_time(value: object) -> datetime | None:
-    """Parse a Kubernetes timestamp; anything unparseable is None rather than an exception."""
+    """Parse a Kubernetes timestamp; anything unparseable is None rather than an exception.
+
+    A YAML dump with unquoted timestamps gives datetime objects (PyYAML reads them as such):
+    those are taken as they are, not lost.
+    """
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     if not isinstance(value, str) or not value:
         return None
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")

@@ -276,7 +276,14 @@ def build_phase_card(
     run = d.run
     info = d.layer_info
     run_name = code(run.name, NAME_BUDGET)
-    kind = run.kind or "not found"
+    if run.kind:
+        kind = run.kind
+    elif d.unreachable_from is not None:
+        kind = f"not read (layer {d.layer} failed)"
+    elif d.first_incomplete == "Submitted" and d.phases and "not found" not in d.phases[0].summary:
+        kind = "not read"  # a 403 or an outage on the run's own kind: never "not found"
+    else:
+        kind = "not found"
     fields = [
         f"*Run*\n{run_name}",
         f"*Kind*\n{escape(kind, 40)}",

@@ -64,8 +64,11 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
             continue
         since = parse_time(meta(claim).get("creationTimestamp")) if claim else None
         since = since or pod_created(pod)
-        age = (ctx.now - since).total_seconds() if since else GRACE_SECONDS + 1
         what = f"claim {claim_name}" if claim_name else f"claim for {entry} (not created yet)"
+        if since is None:  # a threshold that cannot be measured is not asserted
+            return PodVerdict(PhaseState.ACTIVE, DRA_UNALLOCATED, f"{what} unallocated (since when unknown)",
+                              f"{name}: {what} unallocated; no creation time to measure 30 s from")
+        age = (ctx.now - since).total_seconds()
         evidence = f"{name}: {what} unallocated since {stamp(since)}"
         if age > GRACE_SECONDS:
             return PodVerdict(PhaseState.WARNING, DRA_UNALLOCATED,

@@ -81,7 +81,10 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
     evidence = f"{name}: Unschedulable: {clip(message, 400)}"
     if only_claims(message):
         created = pod_created(pod)
-        age = (ctx.now - created).total_seconds() if created else DRA_GRACE_SECONDS + 1
+        if created is None:  # not measurable: never asserted as "over 30 s"
+            return PodVerdict(PhaseState.ACTIVE, DRA_UNALLOCATED,
+                              "waiting for DRA claim allocation (since when unknown)", evidence)
+        age = (ctx.now - created).total_seconds()
         if age <= DRA_GRACE_SECONDS:
             return PodVerdict(PhaseState.ACTIVE, DRA_UNALLOCATED,
                               "waiting for DRA claim allocation", evidence)
