@@ -230,14 +230,21 @@ def test_researcher_button_notifies_the_submitter_by_dm(app: SlackApp) -> None:
         assert (line["owner"], line["target"], line["kind"]) == ("researcher", dm["channel"], "RayJob")
 
 
-def test_researcher_button_without_known_submitter_says_so(app: SlackApp) -> None:
+def test_no_dead_end_button_without_a_known_submitter_the_card_says_why(app: SlackApp) -> None:
+    """Issue 15: a button is shown only when pressing it can work."""
     with cluster(app, _crashloop_with(None)):
-        parent, card = status_card(app, "ray-pretrain-13b")
-        press(app, parent, card, response_id="nobody")
-        assert "does not know who submitted `ray-pretrain-13b`" in ephemeral(app, "nobody")
+        _, card = status_card(app, "ray-pretrain-13b")
+        assert not [b for b in card["blocks"] if b["type"] == "actions"]
+        assert "carries no `taugrid.io/submitted-by` annotation" in card_text(card["blocks"])
         assert not [m for m in app.fake.messages() if m["channel"].startswith("D")]
-        assert app.fake.thread(CHANNEL, parent["ts"]) == [card]
         assert audit_lines(app) == []
+
+
+def test_no_escalate_button_for_an_owner_without_a_route(app: SlackApp) -> None:
+    with cluster(app, example_objects("l5-job-unschedulable-gpu")):
+        _, card = status_card(app, "llama-ft-7b")
+        assert not [b for b in card["blocks"] if b["type"] == "actions"]
+        assert "no escalation channel is configured for it" in card_text(card["blocks"])
 
 
 def test_healthy_run_has_nothing_to_hand_off(app: SlackApp) -> None:
@@ -263,7 +270,7 @@ def test_a_running_job_silent_for_an_hour_is_a_stall_handed_to_the_researcher(ap
         text = card_text(card["blocks"])
         assert "⚠️ *Runtime progress* (layer 7) — no log output since" in text
         assert "*First incomplete: Runtime progress* ⚠️ warning · layer 7" in text
-        assert "Notify submitter" in str(card["blocks"])
+        assert "Owner*\nresearcher" in text
 
 
 def test_unmapped_clicker_is_refused_before_anything_is_queued(app: SlackApp) -> None:

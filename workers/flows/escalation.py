@@ -265,6 +265,25 @@ def submitter_of(live: LiveResult) -> str | None:
     return str(value).strip() if isinstance(value, str) and value.strip() else None
 
 
+def handoff_gap(services: Services, live: LiveResult) -> str | None:
+    """Why pressing Escalate could not work, for the card to say instead of showing a dead button:
+    no route configured for the owner, or (for the researcher) no submitter to notify."""
+    d = live.diagnosis
+    if not wants_handoff(d) or not live.workspace:
+        return None
+    if d.owner == "researcher":
+        if submitter_of(live) is None:
+            return (f"This is the researcher's to fix; the run carries no `{SUBMITTED_BY_ANNOTATION}` "
+                    "annotation, so taubot cannot tell who submitted it.")
+        return None
+    resolution = services.registry.resolve(workspace=live.workspace)
+    routes = resolution.descriptor.spec.owners if isinstance(resolution, Resolved) else {}
+    if d.owner not in routes and d.owner not in services.settings.default_owners:
+        return (f"The owner is *{d.owner}*, but no escalation channel is configured for it (descriptor "
+                "`spec.owners` or taubot's default owners): tell them directly.")
+    return None
+
+
 @dataclass
 class Offer:
     """An Escalate button, stored and signed; `attach` tells the record where its card went."""
@@ -297,7 +316,7 @@ def offer_escalation(services: Services, live: LiveResult, *, channel: str, thre
     if not isinstance(resolution, Resolved):
         return None
     access = access_check_for(d, resolution.descriptor.spec.workspace)
-    if access is None:
+    if access is None or handoff_gap(services, live) is not None:
         return None
     focus = next((p for p in [*d.phases, *d.checks] if p.name == d.first_incomplete), None)
     evidence = list(d.evidence) or (list(focus.evidence) if focus else [])
@@ -700,6 +719,7 @@ __all__ = [
     "button_label",
     "claim_of",
     "escalated_note",
+    "handoff_gap",
     "escalation_of",
     "load_record",
     "offer_escalation",

@@ -29,7 +29,7 @@ from workers.surfaces.base import Failed
 from workers.workspaces import Resolved
 
 from .cards import PostedCard, render
-from .escalation import offer_escalation
+from .escalation import handoff_gap, offer_escalation
 
 if TYPE_CHECKING:
     from rq.job import Job
@@ -147,6 +147,9 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
         run_profile=request.command.run_profile, diagnosed_at=now, requests=live.requests,
         profile=live.profile, escalate_button=offer.button if offer else None,
     )
+    gap = handoff_gap(services, live) if offer is None else None
+    if gap is not None:
+        context = context.model_copy(update={"notes": [gap, *context.notes]})
     posted = deliver(services, request, parent_ts, context, job)
     if offer is not None and posted is not None:
         offer.attach(posted.ts)
