@@ -126,3 +126,41 @@ def test_run_not_found_contract(tmp_path: Path) -> None:
     assert doc["run"]["kind"] is None
     assert doc["phases"][0] == {**doc["phases"][0], "name": "Submitted", "state": "warning"}
     assert (doc["first_incomplete"], doc["layer"], doc["owner"]) == ("Submitted", 3, "researcher")
+
+
+def test_dump_from_stdin_and_utf16_with_bom(tmp_path: Path) -> None:
+    """`--from-file -` reads standard input; PowerShell's `>` writes UTF-16 with a BOM."""
+    dump = (EXAMPLES_DIR / "l4-job-waiting-for-quota.json").read_text()
+    done = subprocess.run([*TAUBOT, "diagnose", "llama-ft-7b", "--from-file", "-", "--now", NOW, "--format",
+                           "json"], input=dump, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and json.loads(done.stdout)["first_incomplete"] == "Kueue admission"
+    utf16 = tmp_path / "dump-ps.json"
+    utf16.write_bytes(dump.encode("utf-16"))  # starts with the BOM
+    out = taubot("diagnose", "llama-ft-7b", "--from-file", str(utf16), "--now", NOW, "--format", "json")
+    assert out.returncode == 0 and json.loads(out.stdout)["first_incomplete"] == "Kueue admission"
+
+
+@pytest.mark.parametrize(("text", "what"), [
+    # `kubectl get pods -n team-vision` and `kubectl describe pod` as people paste them
+    ("NAME                READY   STATUS             RESTARTS   AGE\nllama-ft-7b-x7k2p   0/1     ImagePullBackOff   0          5m\n",
+     "kubectl's table output"),
+    ("Name:             llama-ft-7b-x7k2p\nNamespace:        team-vision\nStatus:           Pending\n", "kubectl describe output"),
+])
+def test_pasted_kubectl_text_says_use_json(tmp_path: Path, text: str, what: str) -> None:
+    dump = tmp_path / "pasted.txt"
+    dump.write_text(text)
+    out = taubot("diagnose", "llama-ft-7b", "--from-file", str(dump))
+    assert out.returncode == 2 and what in out.stderr and "-o json" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_two_runs_of_one_name_ask_for_the_namespace(tmp_path: Path) -> None:
+    from tests.fixtures import k8s
+
+    dump = tmp_path / "two.json"
+    dump.write_text(json.dumps(k8s.kube_list(k8s.job("train"), k8s.job("train", ns="team-audio"))))
+    out = taubot("diagnose", "train", "--from-file", str(dump))
+    assert out.returncode == 2 and "pass --namespace" in out.stderr and "team-audio" in out.stderr
+    ok = taubot("diagnose", "train", "--from-file", str(dump), "--namespace", "team-audio", "--format", "json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["run"]["namespace"] == "team-audio"
+

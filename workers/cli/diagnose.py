@@ -75,6 +75,17 @@ def _emit(d: Diagnosis, fmt: str) -> None:
         print(render_text(d))
 
 
+def _require_one_namespace(objects: list[dict], run: str, namespace: str | None) -> None:
+    """Two runs of one name in different namespaces: which one was meant is the user's to say."""
+    if namespace is not None:
+        return
+    found = sorted({(o.get("metadata") or {}).get("namespace") or "" for o in objects
+                    if o.get("kind") in ("RayJob", "Job") and (o.get("metadata") or {}).get("name") == run})
+    if len(found) > 1:
+        raise UsageError(f"the dump holds runs named {run} in namespaces {', '.join(found)}: "
+                         "pass --namespace to say which")
+
+
 def _log_evidence(args: argparse.Namespace) -> LogEvidence | None:
     """``--logs FILE`` as `kubectl logs --timestamps` printed it (`-` is standard input)."""
     if not args.logs:
@@ -108,6 +119,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             objects = load_snapshot_file(args.from_file)
         except SnapshotError as exc:
             raise UsageError(str(exc)) from None
+        _require_one_namespace(objects, run, args.namespace)
         _emit(evaluate(objects, run, now, args.namespace, logs=_log_evidence(args),
                        stall_seconds=args.stall_minutes * 60), args.format)
         return 0

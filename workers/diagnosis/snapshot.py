@@ -9,6 +9,8 @@ plain object dicts — never typed client models, which reject partial objects.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +54,30 @@ def _json_documents(text: str) -> list[Any]:
         docs.append(doc)
 
 
+_TABLE_HEAD = re.compile(r"^(NAMESPACE\s+)?NAME\s+(READY|STATUS|COMPLETIONS|AGE|ADMITTED|JOB STATUS)\b")
+_DESCRIBE_HEAD = re.compile(r"^Name:\s+\S+\s*$", re.MULTILINE)
+
+
+def _kubectl_text(stripped: str) -> str | None:
+    """What kind of kubectl *text* this is, when a person pasted a table or `describe`."""
+    first = stripped.splitlines()[0] if stripped else ""
+    if _TABLE_HEAD.match(first):
+        return "kubectl's table output"
+    if _DESCRIBE_HEAD.match(first) and re.search(r"^(Namespace|Labels|Status):", stripped, re.MULTILINE):
+        return "kubectl describe output"
+    return None
+
+
 def parse_snapshot(text: str, source: str = "snapshot") -> list[dict]:
     """Parse dump text into a flat list of objects; raises SnapshotError on bad input."""
+    text = text.lstrip("\ufeff")
     stripped = text.lstrip()
     if not stripped:
         raise SnapshotError(f"{source} is empty")
+    pasted = _kubectl_text(stripped)
+    if pasted is not None:
+        raise SnapshotError(f"{source} is {pasted}, not objects: run the same command with -o json "
+                            "(e.g. kubectl get rayjobs,jobs,workloads,pods,events -n <ns> -o json)")
     docs: list[Any]
     if stripped[0] in "{[":
         try:
@@ -78,11 +99,24 @@ def parse_snapshot(text: str, source: str = "snapshot") -> list[dict]:
     return objects
 
 
+def decode_dump(data: bytes) -> str:
+    """UTF-8, or UTF-16 with its BOM (PowerShell's `>` writes that)."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16")
+    return data.decode("utf-8")
+
+
 def load_snapshot_file(path: str | Path) -> list[dict]:
-    """Read and parse a dump file; unreadable files become a SnapshotError, not a traceback."""
+    """Read and parse a dump file (`-` is standard input); unreadable files become a
+    SnapshotError, not a traceback."""
+    if str(path) == "-":
+        try:
+            return parse_snapshot(decode_dump(sys.stdin.buffer.read()), source="standard input")
+        except UnicodeDecodeError as exc:
+            raise SnapshotError(f"standard input is not UTF-8 or UTF-16 text: {exc.reason}") from None
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = decode_dump(p.read_bytes())
     except FileNotFoundError:
         raise SnapshotError(f"cannot read {p}: no such file") from None
     except IsADirectoryError:
