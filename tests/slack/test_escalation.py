@@ -206,7 +206,7 @@ def test_researcher_button_notifies_the_submitter_by_dm(app: SlackApp) -> None:
     app.fake.set_profile(CAROL, {"email": "carol@example.com", "real_name": "Carol"})
     with cluster(app, _crashloop_with("Carol@Example.com")):
         parent, card = status_card(app, "ray-pretrain-13b")
-        assert escalate_button(card)["text"]["text"] == "Notify submitter"
+        assert escalate_button(card)["text"]["text"] == "Escalate: notify submitter"
         press(app, parent, card)
 
         assert app.fake.last("users.lookupByEmail").params["email"] == "Carol@Example.com"

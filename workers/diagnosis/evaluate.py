@@ -41,6 +41,7 @@ from .phases import (
 from .phases.common import RunContext
 from .recovery import recovery
 from .runtime import DEFAULT_STALL_SECONDS, EVIDENCE, durable_evidence, progress_text, runtime_progress
+from .shapes import sanitize
 from .snapshot import flatten, parse_snapshot
 
 PhaseFn = Callable[[RunContext, dict[str, PhaseResult]], PhaseResult]
@@ -166,7 +167,7 @@ def evaluate(
     objects in the snapshot (or ``node_gaps``, the run's nodes a live
     collection could not read) make the layer-6 GPU/node health check.
     """
-    objects = _objects(snapshot)
+    objects, skipped = sanitize(_objects(snapshot))
     objs = linked if linked is not None else find_run(objects, run, namespace)  # the monitor links once
     ctx = RunContext(objs=objs, now=now)
     results: dict[str, PhaseResult] = {}
@@ -199,6 +200,7 @@ def evaluate(
         finding, layer, evidence = first.finding, first.layer, list(first.evidence)
     if gaps and "events" in gaps:
         evidence.append(f"events: {gaps['events'].text}")
+    evidence += skipped  # a read gap of its own: what the dump held but could not be read
     action = finding.next_action.replace("<run>", run).replace("<namespace>", ctx.namespace)
     filled = finding.model_copy(update={"next_action": action})
     verdict = recovery(first, filled, layer, terminal=ctx.terminal(),

@@ -35,7 +35,7 @@ def _flatten(doc: Any, out: list[dict], where: str) -> None:
         for item in doc["items"]:
             _flatten(item, out, where)
         return
-    if not isinstance(kind, str) or not isinstance(doc.get("metadata"), dict):
+    if not isinstance(kind, str) or "metadata" not in doc:
         raise SnapshotError(f"{where}: an object without kind and metadata is not a Kubernetes object")
     out.append(doc)
 

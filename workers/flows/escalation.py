@@ -157,8 +157,9 @@ class Claim(BaseModel):
 
 
 def button_label(owner: str) -> str:
-    """*Notify submitter* for the researcher (a DM), else *Escalate to <owner>* (a channel)."""
-    return "Notify submitter" if owner == "researcher" else f"Escalate to {owner}"
+    """*Escalate: notify submitter* for the researcher (a DM), else *Escalate to <owner>* (a channel).
+    Both say "Escalate": one verb for handing a problem on, whoever receives it."""
+    return "Escalate: notify submitter" if owner == "researcher" else f"Escalate to {owner}"
 
 
 def signing_key(settings: Settings) -> bytes | None:
