@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.kube_api import running_emulator
 from tests.fakes.slack_signing import signed_headers, slash_command_body
 from tests.live.conftest import workspace_objects, write_descriptor
@@ -118,3 +120,32 @@ def test_socket_mode_app_needs_no_signing_secret(slack_app: SlackApp) -> None:
     response = app.dispatch(BoltRequest(body=body, mode="socket_mode"))
     assert response.status == 200
     assert "/tau status" in json.loads(response.body)["text"]
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"TAUBOT_SLACK_BOT_TOKEN": "xoxb-not-the-fakes"}, b"Slack refused TAUBOT_SLACK_BOT_TOKEN"),
+    ({"TAUBOT_SLACK_API_URL": "http://127.0.0.1:9/api/"}, b"cannot reach Slack"),
+])
+def test_serve_with_a_bad_token_or_no_route_to_slack_is_one_line(slack_app: SlackApp, change: dict,
+                                                                  said: bytes) -> None:
+    env = {**service_env(slack_app), **change}
+    result = subprocess.run([sys.executable, "-m", "workers.cli", "serve", "http", "--port", "0"], env=env,
+                            cwd=ROOT, capture_output=True, timeout=30)
+    assert result.returncode == 2 and said in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_serve_on_a_busy_port_and_worker_without_redis_are_one_line(slack_app: SlackApp) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "workers.cli", "serve", "http", "--host", "127.0.0.1",
+                                 "--port", str(port)], env=service_env(slack_app), cwd=ROOT, capture_output=True,
+                                timeout=30)
+    assert result.returncode == 2 and b"cannot listen on" in result.stderr and b"Traceback" not in result.stderr
+    env = {**service_env(slack_app), "TAUBOT_REDIS_URL": "redis://127.0.0.1:9/0"}
+    worker = subprocess.run([sys.executable, "-m", "workers.cli", "worker", "--burst"], env=env, cwd=ROOT,
+                            capture_output=True, timeout=30)
+    assert worker.returncode == 2 and b"cannot reach Redis" in worker.stderr and b"Traceback" not in worker.stderr

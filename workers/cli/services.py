@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 from typing import Any
 
 from .errors import UsageError
@@ -46,10 +47,23 @@ def _app(settings: Any, *, socket_mode: bool) -> Any:
         raise ServiceConfigError(
             "TAUBOT_SLACK_SIGNING_SECRET (or …_FILE) is not set: HTTP mode verifies every request"
         )
+    from slack_bolt.error import BoltError
+    from slack_sdk.errors import SlackApiError, SlackClientError
+
     try:
         return build_app(settings, socket_mode=socket_mode)
     except IdentityConfigError as exc:
         raise ServiceConfigError(f"TAUBOT_IDENTITY_FILE: {exc}") from None
+    except (BoltError, SlackApiError) as exc:  # auth.test at start: a revoked or mistyped token
+        text = " ".join(str(exc).split())
+        if isinstance(exc, SlackApiError) or "auth.test result" in text:
+            error = re.search(r"'error': '([^']+)'", text)
+            raise ServiceConfigError("Slack refused TAUBOT_SLACK_BOT_TOKEN at start-up (auth.test: "
+                                     f"{error.group(1) if error else 'invalid'})") from None
+        raise ServiceConfigError(f"cannot reach Slack at {settings.slack_api_url}: {text[:200]}") from None
+    except (SlackClientError, OSError) as exc:
+        raise ServiceConfigError(f"cannot reach Slack at {settings.slack_api_url} to check the token: "
+                                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
 
 
 def cmd_serve_http(args: argparse.Namespace) -> int:
@@ -57,7 +71,11 @@ def cmd_serve_http(args: argparse.Namespace) -> int:
 
     _logging()
     settings = _settings()
-    serve_http(_app(settings, socket_mode=False), args.host, args.port)
+    app = _app(settings, socket_mode=False)
+    try:
+        serve_http(app, args.host, args.port)
+    except OSError as exc:  # the port is taken, or not ours to bind
+        raise ServiceConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0
 
 
@@ -81,10 +99,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # Build the process's Services and import the job code once, here: rq forks a work horse
     # per job, and a child that imported the Kubernetes client, Jinja and the engine itself
     # would pay ~0.3 s per command.
+    from redis.exceptions import RedisError
+
     import workers.jobs  # noqa: F401
     from workers.services import Services, install
 
     services = Services.for_slack(settings)
+    try:
+        services.redis.ping()
+    except RedisError as exc:
+        raise ServiceConfigError(f"cannot reach Redis at TAUBOT_REDIS_URL: {exc}") from None
     install(services)
     worker_class = SimpleWorker if args.in_process else Worker
     worker = worker_class([services.queue.rq], connection=services.redis)  # type: ignore[attr-defined]
