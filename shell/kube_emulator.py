@@ -457,6 +457,9 @@ class KubeEmulator:
         self._proxies: dict[tuple[str, str, str, str | None, str], tuple[bytes, int, str]] = {}
         self._watchers: list[_Watcher] = []
         self._compacted = 0  # watches from an older resourceVersion get 410 Gone (etcd compaction)
+        self._hangs = 0  # the next N requests get no answer until `release()` (a stuck API server)
+        self.hung = threading.Event()  # set when a request is being held
+        self._released: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self.replace_all(objects)
@@ -484,6 +487,8 @@ class KubeEmulator:
             watchers = list(self._watchers)
         for w in watchers:
             w.queue.put_nowait(None)
+        if self._released is not None:
+            self._released.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -607,6 +612,19 @@ class KubeEmulator:
         """
         with self._lock:
             self._faults.append(_Fault(resource, status, times))
+
+    def hang(self, times: int = 1) -> None:
+        """Hold the next ``times`` requests unanswered until `release()` or `stop()`: an API
+        server that accepted the connection and went quiet (``hung`` is set once one waits)."""
+        with self._lock:
+            self._hangs += times
+            self.hung.clear()
+
+    def release(self) -> None:
+        """Let held requests go on (each then gets its normal answer)."""
+        loop, released = self._loop, self._released
+        if loop is not None and released is not None:
+            loop.call_soon_threadsafe(released.set)
 
     def clear_faults(self) -> None:
         """Drop every injected fault."""
@@ -791,6 +809,13 @@ class KubeEmulator:
         self._record(request, caller, body)
         if self.latency:
             await asyncio.sleep(self.latency)
+        with self._lock:
+            hold, self._hangs = self._hangs > 0, max(self._hangs - 1, 0)
+        if hold:
+            if self._released is None:
+                self._released = asyncio.Event()
+            self.hung.set()
+            await self._released.wait()
         try:
             return await self._route(request, caller, body)
         except _HTTPStatus as err:

@@ -9,13 +9,21 @@ from the requests the emulator recorded.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from rq import Worker
+from rq.command import send_kill_horse_command
 from rq.job import Job
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry
+from rq.scheduler import RQScheduler
 
 from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.live.conftest import workspace_objects, write_descriptor
@@ -30,6 +38,8 @@ def cluster(slack_app: SlackApp, objects: list[dict[str, Any]]) -> Iterator[Kube
     with running_emulator([*workspace_objects(), *objects]) as emu:
         write_descriptor(slack_app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
         yield emu
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def parent_and_card(slack_app: SlackApp) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -202,3 +212,35 @@ def test_failure_when_slack_refuses_the_channel_too_reaches_response_url(
         text = card_text(reply["blocks"])
         assert "taubot could not finish this command" in text
         assert "Slack API error: fatal_error" in text
+
+
+def test_killed_work_horse_retry_answers_under_the_one_parent(
+    slack_app_factory: Callable[..., SlackApp],
+) -> None:
+    """Issue 15.12. `taubot worker` (forking rq Worker) posts the parent, then its first cluster
+    read hangs and rq's `kill-horse` command SIGKILLs the work horse. The worker retries the job
+    from its own copy (whose meta predates the parent), and the retry must find the parent in
+    Redis: one parent, the card in its thread, no error card."""
+    slack_app = slack_app_factory(job_retries=2)
+    slack_app.redis.delete(RQScheduler.get_locking_key(slack_app.queue.name))
+    with cluster(slack_app, example_objects("l4-job-waiting-for-quota")) as emu:
+        emu.hang(1)
+        slack_app.command("status llama-ft-7b")
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli", "worker"], cwd=REPO, env=dict(os.environ),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            assert emu.hung.wait(60), "the worker never reached the cluster"
+            parents = [c for c in slack_app.fake.calls_to("chat.postMessage")
+                       if not c.params.get("thread_ts")]
+            assert len(parents) == 1  # posted before the read that hangs
+            busy = [w for w in Worker.all(connection=slack_app.redis) if w.get_state() == "busy"]
+            assert len(busy) == 1
+            send_kill_horse_command(slack_app.redis, busy[0].name)
+            slack_app.fake.wait_for("chat.postMessage", count=2, timeout=60)
+        finally:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=10)
+        _, card = parent_and_card(slack_app)
+        assert "*First incomplete: Kueue admission*" in card_text(card["blocks"])
+        assert len(slack_app.fake.messages(CHANNEL)) == 2

@@ -14,7 +14,7 @@ from workers.render.mrkdwn import truncate
 from workers.services import Services
 from workers.surfaces.base import Failed
 
-from .status import META_PARENT_TS, SlackUnavailable
+from .status import META_PARENT_TS, SlackUnavailable, recorded_parent
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def post_failure(services: Services, meta: dict[str, Any], job_id: str, error: s
     """Put the error card in the thread if the parent was posted, else the channel; if Slack
     refuses both, the command's ``response_url``. Returns where it went."""
     channel = meta.get("channel")
-    thread_ts = meta.get(META_PARENT_TS)
+    thread_ts = recorded_parent(services, job_id) or meta.get(META_PARENT_TS)
     attempts = int(meta.get("max_retries") or 0) + 1
     card = render_error_card(build_error_card(command=str(meta.get("command") or "/tau"), error=error,
                                               job_id=job_id, attempts=attempts))

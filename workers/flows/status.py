@@ -1,10 +1,13 @@
 """`/tau status` and `/tau workspace …`: post the parent, diagnose as the user, post the card.
 
-Why the parent's ts is kept in the job's meta: a job may run more than once
-(`Retry`). The parent message is posted once and its ts saved before
-anything that can fail; a retry finds it and replies in the same thread
-instead of posting a second parent, and the failure callback knows which
-thread to put the error card in.
+Why the parent's ts is kept in a Redis key of its own, by job id: a job may
+run more than once (`Retry`). The parent message is posted once and its ts
+saved the moment Slack answers, before anything that can fail; a retry
+finds it and replies in the same thread instead of posting a second parent,
+and the failure callback knows which thread to put the error card in. Not
+in the job's meta alone: when rq's work horse is killed, the worker retries
+the job from its own copy, saved with the meta it had before the horse ran,
+and that copy overwrites whatever the horse wrote there.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 META_PARENT_TS = "parent_ts"
+PARENT_KEY = "taubot:parent:{job_id}"
+PARENT_TTL_SECONDS = 8 * 24 * 3600  # outlives the failed job (rq keeps it 7 days)
 META_CARD_TS = "card_ts"
 PRIVATE_NOTE = (
     "Only you can see this: taubot cannot post in this channel. Invite it (`/invite @taubot`) "
@@ -62,7 +67,7 @@ def ensure_parent(services: Services, request: CommandRequest, job: Job | None) 
     to the user privately instead (`deliver`).
     """
     if job is not None:
-        existing = job.get_meta(refresh=True).get(META_PARENT_TS)
+        existing = recorded_parent(services, job.id) or job.get_meta(refresh=True).get(META_PARENT_TS)
         if existing:
             return str(existing)
     sent = services.surface.post(request.channel, parent_text(request))
@@ -72,9 +77,16 @@ def ensure_parent(services: Services, request: CommandRequest, job: Job | None) 
             return None
         raise SlackUnavailable(f"Slack API error: {sent.error or sent.kind} (posting in {request.channel})")
     if job is not None:
+        services.redis.set(PARENT_KEY.format(job_id=job.id), sent.ts, ex=PARENT_TTL_SECONDS)
         job.meta[META_PARENT_TS] = sent.ts
         job.save_meta()
     return sent.ts
+
+
+def recorded_parent(services: Services, job_id: str) -> str | None:
+    """The ts of the parent an earlier run of this job posted, if any."""
+    value = services.redis.get(PARENT_KEY.format(job_id=job_id))
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def deliver(services: Services, request: CommandRequest, parent_ts: str | None, context: BaseModel,
@@ -179,4 +191,4 @@ def run_workspace(services: Services, request: WorkspaceRequest, *, job: Job | N
 
 
 __all__ = ["SlackUnavailable", "StatusOutcome", "deliver", "diagnose_for_card", "ensure_parent",
-           "parent_text", "run_status", "run_workspace"]
+           "parent_text", "recorded_parent", "run_status", "run_workspace"]
