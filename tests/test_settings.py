@@ -29,7 +29,7 @@ def test_defaults() -> None:
     assert settings.identity_file is None
     assert settings.queue_name == "taubot"
     assert settings.job_timeout_seconds == 120
-    assert settings.job_retries == 2
+    assert settings.job_retries == 7
     assert settings.watch_interval_seconds == 15
     assert settings.watch_max_minutes == 30
     assert settings.kube_request_timeout_seconds == 10.0

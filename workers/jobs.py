@@ -93,13 +93,23 @@ def escalate_job(request: dict[str, Any]) -> dict[str, Any]:
 def on_job_failure(job: Job, connection: redis.Redis, exc_type: type[BaseException] | None,
                    exc_value: BaseException | None, traceback: TracebackType | None) -> None:
     """rq failure callback: an error card once the last attempt failed. Never raises — rq would
-    record the callback's error instead of the job's."""
+    record the callback's error instead of the job's.
+
+    Only an outage is worth waiting out (Slack or Redis unreachable: the retries span minutes,
+    `workers.queue.RETRY_INTERVALS`); any other error would fail the same way again, so the
+    callback spends the retries left (rq runs it before deciding, on the same job) and the
+    user gets the error card now rather than in four minutes."""
     try:
+        transient = failure.is_transient(exc_value)
+        if not transient:
+            job.retries_left = 0
         if job.should_retry:
             log.info("job %s failed, %s retries left: %s", job.id, job.retries_left, exc_value)
             return
-        where = failure.post_failure(current(), job.get_meta(refresh=True), job.id,
-                                     failure.describe_failure(exc_type, exc_value))
+        meta = job.get_meta(refresh=True)
+        attempts = int(meta.get("max_retries") or 0) + 1 if transient else None
+        where = failure.post_failure(current(), meta, job.id,
+                                     failure.describe_failure(exc_type, exc_value), attempts=attempts)
         log.warning("job %s failed for good (%s); error card posted to %s", job.id, exc_value, where)
     except Exception:  # noqa: BLE001 - see docstring
         log.exception("job %s: failure callback could not tell the user", job.id)

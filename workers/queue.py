@@ -26,10 +26,20 @@ from workers.contracts.requests import Request
 
 log = logging.getLogger(__name__)
 
-RETRY_INTERVALS = [2, 5]
+# Seconds before each retry of a command whose job met an outage (Slack or Redis unreachable):
+# 2 + 5 + 15 + 30 + 60 + 60 + 60 = 232 s, close to four minutes of Slack being away before the
+# user is told through the command's response_url (valid 30 minutes). Other errors do not retry.
+RETRY_INTERVALS = [2, 5, 15, 30, 60, 60, 60]
 RESULT_TTL_SECONDS = 3600
 FAILURE_TTL_SECONDS = 7 * 24 * 3600
 FAILURE_CALLBACK = "workers.jobs.on_job_failure"
+
+
+def retry_intervals(retries: int) -> list[int]:
+    """One interval per retry, first to last. rq indexes its list from the end (by retries
+    left), so a list longer than ``retries`` would skip the short first waits."""
+    padded = RETRY_INTERVALS + [RETRY_INTERVALS[-1]] * max(retries - len(RETRY_INTERVALS), 0)
+    return padded[:retries]
 
 
 class JobQueue(Protocol):
@@ -74,7 +84,7 @@ class RqQueue:
                 on_failure: str | None = FAILURE_CALLBACK) -> str:
         queued = self.rq.enqueue(
             job, *args, job_id=job_id, job_timeout=timeout,
-            retry=Retry(max=retries, interval=RETRY_INTERVALS) if retries > 0 else None,
+            retry=Retry(max=retries, interval=retry_intervals(retries)) if retries > 0 else None,
             on_failure=Callback(on_failure) if on_failure else None,
             result_ttl=RESULT_TTL_SECONDS, failure_ttl=FAILURE_TTL_SECONDS,
             meta=meta or {}, description=description or job,

@@ -133,8 +133,9 @@ def test_unknown_workspace_is_a_layer_one_card_not_a_failure(slack_app: SlackApp
 
 
 def test_failing_job_posts_error_card_in_the_thread(slack_app_factory: Callable[..., SlackApp]) -> None:
-    """A diagnosis slower than the job timeout: rq kills the job, the failure callback tells the user."""
-    slack_app = slack_app_factory(job_timeout_seconds=1)
+    """A diagnosis slower than the job timeout: rq kills the job, the failure callback tells the user
+    at once — retries are for outages, and a timeout would only repeat."""
+    slack_app = slack_app_factory(job_timeout_seconds=1, job_retries=2)
     with cluster(slack_app, example_objects("l4-job-waiting-for-quota")) as emu:
         emu.latency = 3
         slack_app.command("status llama-ft-7b")
@@ -148,6 +149,57 @@ def test_failing_job_posts_error_card_in_the_thread(slack_app_factory: Callable[
         assert "longer than the job timeout" in text
         assert job_id in text
         assert job_id in FailedJobRegistry(queue=slack_app.queue).get_job_ids()
+        assert job_id not in ScheduledJobRegistry(queue=slack_app.queue).get_job_ids()
+
+
+def run_due_retry(slack_app: SlackApp, job_id: str) -> None:
+    """Make the job's scheduled retry due (as time would) and run it."""
+    registry = ScheduledJobRegistry(queue=slack_app.queue)
+    assert job_id in registry.get_job_ids()
+    registry.schedule(Job.fetch(job_id, connection=slack_app.redis), datetime(2000, 1, 1, tzinfo=UTC))
+    slack_app.work(with_scheduler=True)
+
+
+def test_slack_unreachable_for_minutes_loses_no_command(slack_app_factory: Callable[..., SlackApp]) -> None:
+    """Issue 15.13. Slack refuses connections through four attempts (2 + 5 + 15 s of backoff, past
+    the ~7 s after which the command used to be dropped); it comes back and the fifth attempt
+    answers, once."""
+    slack_app = slack_app_factory(job_retries=7)
+    with cluster(slack_app, example_objects("l4-job-waiting-for-quota")):
+        slack_app.command("status llama-ft-7b", response_id="r1")
+        job_id = slack_app.queue.job_ids[0]
+        job = Job.fetch(job_id, connection=slack_app.redis)
+        assert job.retry_intervals == [2, 5, 15, 30, 60, 60, 60]  # 232 s before giving up
+        slack_app.fake.down()
+        slack_app.work()
+        for _ in range(3):
+            run_due_retry(slack_app, job_id)
+        assert Job.fetch(job_id, connection=slack_app.redis).retries_left == 3
+        slack_app.fake.up()
+        run_due_retry(slack_app, job_id)
+        _, card = parent_and_card(slack_app)
+        assert "*First incomplete: Kueue admission*" in card_text(card["blocks"])
+        assert slack_app.fake.responses("r1") == []
+
+
+def test_giving_up_on_slack_tells_the_user_through_response_url(
+    slack_app_factory: Callable[..., SlackApp],
+) -> None:
+    """Every attempt meets a Slack error: after the last retry the user hears it privately."""
+    slack_app = slack_app_factory(job_retries=3)
+    with cluster(slack_app, []):
+        slack_app.fake.fail_next("chat.postMessage", error="fatal_error", times=8)
+        slack_app.command("status r", response_id="r1")
+        job_id = slack_app.queue.job_ids[0]
+        slack_app.work()
+        for _ in range(3):
+            assert slack_app.fake.responses("r1") == []  # nobody told while a retry is pending
+            run_due_retry(slack_app, job_id)
+        [reply] = slack_app.fake.responses("r1")
+        text = card_text(reply["blocks"])
+        assert "`/tau status r` failed after 4 attempts." in text
+        assert "Slack API error: fatal_error" in text
+        assert job_id in FailedJobRegistry(queue=slack_app.queue).get_job_ids()
 
 
 def test_retry_after_slack_failure_posts_once_and_no_error_card(
@@ -159,6 +211,7 @@ def test_retry_after_slack_failure_posts_once_and_no_error_card(
         slack_app.fake.fail_next("chat.postMessage", error="fatal_error")
         slack_app.command("status llama-ft-7b")
         job_id = slack_app.queue.job_ids[0]
+        assert Job.fetch(job_id, connection=slack_app.redis).retry_intervals == [2, 5]  # first waits first
         slack_app.work()
         assert job_id in ScheduledJobRegistry(queue=slack_app.queue).get_job_ids()
         assert not slack_app.fake.messages(CHANNEL)  # no error card while a retry is pending

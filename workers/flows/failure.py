@@ -32,12 +32,22 @@ def describe_failure(exc_type: type[BaseException] | None, exc: BaseException | 
     return truncate(f"{name}: {text}" if text else name, 500)
 
 
-def post_failure(services: Services, meta: dict[str, Any], job_id: str, error: str) -> str:
+def is_transient(exc: BaseException | None) -> bool:
+    """An outage a later attempt may not meet: Slack or Redis unreachable, a network error."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return isinstance(exc, SlackUnavailable | RedisConnectionError | RedisTimeoutError | OSError)
+
+
+def post_failure(services: Services, meta: dict[str, Any], job_id: str, error: str, *,
+                 attempts: int | None = None) -> str:
     """Put the error card in the thread if the parent was posted, else the channel; if Slack
-    refuses both, the command's ``response_url``. Returns where it went."""
+    refuses both, the command's ``response_url``. Returns where it went. ``attempts``: how
+    many runs failed (None: this one only)."""
     channel = meta.get("channel")
     thread_ts = recorded_parent(services, job_id) or meta.get(META_PARENT_TS)
-    attempts = int(meta.get("max_retries") or 0) + 1
+    attempts = attempts or 1
     card = render_error_card(build_error_card(command=str(meta.get("command") or "/tau"), error=error,
                                               job_id=job_id, attempts=attempts))
     if channel:
@@ -51,4 +61,4 @@ def post_failure(services: Services, meta: dict[str, Any], job_id: str, error: s
     return "nowhere"
 
 
-__all__ = ["describe_failure", "post_failure"]
+__all__ = ["describe_failure", "is_transient", "post_failure"]
