@@ -24,8 +24,8 @@ from redis import RedisError
 
 from bot.button_listener import ButtonListener, Resolver
 from bot.identity import Unmapped
-from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, SLACK_USER
-from workers.contracts.requests import EscalateRequest, MuteRequest
+from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, SLACK_USER, VALIDATE_NODES_ACTION
+from workers.contracts.requests import EscalateRequest, MuteRequest, ValidateNodesRequest
 from workers.contracts.signing import verify_value
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import escape
@@ -80,36 +80,66 @@ class EscalateButton(ButtonListener):
         return "queued", None
 
 
-class MuteButton(ButtonListener):
-    """A *Mute 24 h* press: a signed value, a mapped presser, then a job (the access review is the
-    worker's: nothing in bot/ talks to Kubernetes)."""
+class RecordButton(ButtonListener):
+    """A press whose value is a signed record id, served as the presser by one queued job
+    (*Mute 24 h*, *Validate these nodes*): refuse unsigned values, resolve the presser, enqueue.
+    Subclasses name the action, the request and the words of a refusal."""
 
-    name = "mute"
+    action_id: str
+    request_type: type[MuteRequest] | type[ValidateNodesRequest]
+    verb: str  # "muted", "validated"
+    noun: str  # "the mute", "the validation"
     failure_text = INTERNAL_ERROR
 
-    def __init__(self, settings: Settings, resolver: Resolver, queue: JobQueue) -> None:
+    def __init__(self, settings: Settings, resolver: Resolver, queue: JobQueue, *,
+                 timeout: int | None = None) -> None:
         self.settings = settings
         self.resolver = resolver
         self.queue = queue
         self.key = settings.button_key()
+        self.timeout = timeout or settings.job_timeout_seconds
 
     def _handle(self, body: dict[str, Any]) -> tuple[str, str | None]:
-        action = next((a for a in body.get("actions") or [] if a.get("action_id") == MUTE_ACTION), {})
+        action = next((a for a in body.get("actions") or [] if a.get("action_id") == self.action_id), {})
         record_id = verify_value(self.key, action.get("value"))
         user = str((body.get("user") or {}).get("id") or "")
         if record_id is None or not SLACK_USER.match(user):
-            return "tampered", "⛔ taubot did not issue this button, so nothing was muted."
+            return "tampered", f"⛔ taubot did not issue this button, so nothing was {self.verb}."
         identity = self.resolver.resolve(user)
         if isinstance(identity, Unmapped):
             return "unmapped", f"⛔ {escape(identity.reason, 1000)}"
-        request = MuteRequest(record_id=record_id, user=user, identity=identity,
-                              response_url=body.get("response_url"),
-                              channel=(body.get("channel") or {}).get("id"))
+        request = self.request_type(record_id=record_id, user=user, identity=identity,
+                                    response_url=body.get("response_url"),
+                                    channel=(body.get("channel") or {}).get("id"))
         try:
-            enqueue_request(self.queue, request, timeout=self.settings.job_timeout_seconds)
+            enqueue_request(self.queue, request, timeout=self.timeout)
         except RedisError:
-            return "queue-down", "⚠️ taubot could not queue the mute: its job queue is unreachable."
+            return "queue-down", f"⚠️ taubot could not queue {self.noun}: its job queue is unreachable."
         return "queued", None
 
 
-__all__ = ["EscalateButton", "MuteButton"]
+class MuteButton(RecordButton):
+    """*Mute 24 h* on an auto-post (the mute itself and its access review are the worker's:
+    nothing in bot/ talks to Kubernetes)."""
+
+    name = "mute"
+    action_id = MUTE_ACTION
+    request_type = MuteRequest
+    verb, noun = "muted", "the mute"
+
+
+class ValidateNodesButton(RecordButton):
+    """*Validate these nodes* on a layer-6 card: the pods are created as the presser, so the
+    cluster's RBAC decides again (workers/flows/node_validation.py)."""
+
+    name = "validate-nodes"
+    action_id = VALIDATE_NODES_ACTION
+    request_type = ValidateNodesRequest
+    verb, noun = "validated", "the validation"
+
+    def __init__(self, settings: Settings, resolver: Resolver, queue: JobQueue) -> None:
+        super().__init__(settings, resolver, queue,
+                         timeout=max(settings.job_timeout_seconds, settings.validation_timeout_seconds + 60))
+
+
+__all__ = ["EscalateButton", "MuteButton", "RecordButton", "ValidateNodesButton"]

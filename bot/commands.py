@@ -228,8 +228,10 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
             request = ClusterRequest(command=command, **common)
         else:
             raise TypeError(f"no job for {type(command).__name__}")
-        return enqueue_request(queue, request, timeout=settings.job_timeout_seconds,
-                               retries=settings.job_retries)
+        timeout = settings.job_timeout_seconds
+        if isinstance(command, NodesValidateCommand):  # the pods may take their --timeout to finish
+            timeout = max(timeout, command.timeout_seconds + 60)
+        return enqueue_request(queue, request, timeout=timeout, retries=settings.job_retries)
 
     return enqueue
 

@@ -46,7 +46,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -457,6 +457,9 @@ class KubeEmulator:
         self._proxies: dict[tuple[str, str, str, str | None, str], tuple[bytes, int, str]] = {}
         self._watchers: list[_Watcher] = []
         self._compacted = 0  # watches from an older resourceVersion get 410 Gone (etcd compaction)
+        # Called with (event type, object) after each change, outside the lock: a test plays a
+        # controller with it (the kubelet finishing a pod), as a real cluster would.
+        self.on_change: list[Callable[[str, dict[str, Any]], None]] = []
         self._hangs = 0  # the next N requests get no answer until `release()` (a stuck API server)
         self.hung = threading.Event()  # set when a request is being held
         self._released: asyncio.Event | None = None
@@ -540,6 +543,8 @@ class KubeEmulator:
             change = _Change(self._rv, "MODIFIED" if old else "ADDED", key, old, stored)
             self._changes.append(change)
         self._dispatch(change)
+        for hook in list(self.on_change):
+            hook(change.kind, copy.deepcopy(stored))
         return copy.deepcopy(stored)
 
     def delete(self, kind_or_plural: str, namespace: str | None, name: str) -> bool:

@@ -21,12 +21,12 @@ from typing import Any
 
 import redis
 
-from bot.buttons import EscalateButton
+from bot.buttons import EscalateButton, MuteButton, ValidateNodesButton
 from bot.commands import NoMapping, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
 from bot.watch_buttons import StopWatchingButton
 from workers.clock import Clock, ManualClock
-from workers.contracts.ids import ESCALATE_ACTION, STOP_WATCHING_ACTION
+from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, STOP_WATCHING_ACTION, VALIDATE_NODES_ACTION
 from workers.queue import InlineQueue
 from workers.render.mrkdwn import escape
 from workers.render.text import mrkdwn_to_text
@@ -79,6 +79,11 @@ class Shell:
         self.commands = TauCommands(self.resolver, queue_enqueuer(self.queue, settings), ack_budget=3600)
         self.escalate = EscalateButton(settings, self.resolver, self.queue)
         self.stop = StopWatchingButton(self.resolver, self.queue)
+        self.listeners: dict[str, Any] = {
+            ESCALATE_ACTION: self.escalate, STOP_WATCHING_ACTION: self.stop,
+            MUTE_ACTION: MuteButton(settings, self.resolver, self.queue),
+            VALIDATE_NODES_ACTION: ValidateNodesButton(settings, self.resolver, self.queue),
+        }
 
     def _job_failed(self, what: str, exc: BaseException) -> None:
         self.write(f"⚠️ taubot could not finish {what}: {type(exc).__name__}: {escape(str(exc), 300)}\n")
@@ -118,7 +123,7 @@ class Shell:
             "message": {"ts": button.ts}, "response_url": RESPONSE_URL,
             "actions": [{"action_id": button.action_id, "value": button.value}],
         }
-        listener = {ESCALATE_ACTION: self.escalate, STOP_WATCHING_ACTION: self.stop}.get(button.action_id)
+        listener = self.listeners.get(button.action_id)
         if listener is None:
             self.write("that button does nothing here\n")
             return

@@ -28,9 +28,10 @@ from workers.contracts.requests import (
     MuteRequest,
     StatusRequest,
     StopRequest,
+    ValidateNodesRequest,
     WorkspaceRequest,
 )
-from workers.flows import cluster, escalation, failure, logs, mute, status, watch
+from workers.flows import cluster, escalation, failure, logs, mute, node_validation, status, watch
 from workers.services import current
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,12 @@ def cluster_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau cluster validate topology|nodes`."""
     services = current()
     return cluster.run_cluster(services, ClusterRequest.model_validate(request), job=get_current_job())
+
+
+def validate_nodes_press_job(request: dict[str, Any]) -> dict[str, Any]:
+    """A *Validate these nodes* press on a layer-6 card."""
+    services = current()
+    return node_validation.run_validate_press(services, ValidateNodesRequest.model_validate(request))
 
 
 def mute_job(request: dict[str, Any]) -> str:
@@ -128,4 +135,5 @@ def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
 
 
 __all__ = ["cluster_job", "escalate_job", "logs_job", "mute_job", "on_job_failure", "on_tick_failure",
+           "validate_nodes_press_job",
            "status_job", "stop_job", "watch_tick", "workspace_job"]

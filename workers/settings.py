@@ -176,6 +176,8 @@ class Settings(BaseSettings):
                                       description="Where `cluster validate nodes` creates its pods.")
     validation_image: str = Field(default="nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04",
                                   min_length=1)
+    validation_timeout_seconds: int = Field(
+        default=120, ge=10, le=1800, description="How long a *Validate nodes* press waits for its pods.")
     validation_command: str = Field(
         default="nvidia-smi -L && nvidia-smi -q -d ECC,ROW_REMAPPER && dcgmi diag -r 1", min_length=1)
     # Stall monitor (SPEC §7b): how long a run may stay on one reason before it is auto-posted.

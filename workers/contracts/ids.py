@@ -27,8 +27,10 @@ def watch_id(channel: str, workspace: str, run: str) -> str:
 # Block Kit action ids of taubot's card buttons (the front end routes presses by them).
 ESCALATE_ACTION = "taubot_escalate"
 MUTE_ACTION = "taubot_mute"
+VALIDATE_NODES_ACTION = "taubot_validate_nodes"
 STOP_WATCHING_ACTION = "stop_watching"
 
 
 __all__ = ["ESCALATE_ACTION", "MUTE_ACTION", "RECORD_ID", "SLACK_CHANNEL", "SLACK_USER",
-           "STOP_WATCHING_ACTION", "WATCH_ID", "SlackChannelId", "SlackUserId", "watch_id"]
+           "STOP_WATCHING_ACTION", "VALIDATE_NODES_ACTION", "WATCH_ID",
+           "SlackChannelId", "SlackUserId", "watch_id"]

@@ -84,6 +84,24 @@ class EscalateRequest(BaseModel):
         return f"escalate {self.record_id}"
 
 
+class ValidateNodesRequest(BaseModel):
+    """A *Validate these nodes* press on a layer-6 card: the signed offer id, the presser and
+    as whom they act (the validation pods are created as the presser, never as the bot)."""
+
+    model_config = ConfigDict(frozen=True)
+    job: ClassVar[str] = f"{JOBS}.validate_nodes_press_job"
+    retried: ClassVar[bool] = False  # a retry would create the validation pods again
+
+    record_id: str = Field(pattern=RECORD_ID.pattern)
+    user: str = Field(pattern=SLACK_USER.pattern)
+    identity: Identity
+    response_url: str | None = None
+    channel: str | None = None
+
+    def display(self) -> str:
+        return f"validate nodes {self.record_id}"
+
+
 class MuteRequest(BaseModel):
     """A *Mute 24 h* press on an auto-post: the signed record id, the presser and as whom they act."""
 
@@ -119,7 +137,7 @@ class StopRequest(BaseModel):
 
 
 Request = (StatusRequest | WorkspaceRequest | LogsRequest | ClusterRequest | EscalateRequest
-           | StopRequest | MuteRequest)
+           | StopRequest | MuteRequest | ValidateNodesRequest)
 
 __all__ = ["ClusterRequest", "CommandRequest", "EscalateRequest", "LogsRequest", "MuteRequest", "Request",
-           "StatusRequest", "StopRequest", "WorkspaceRequest"]
+           "StatusRequest", "StopRequest", "ValidateNodesRequest", "WorkspaceRequest"]

@@ -33,6 +33,7 @@ from workers.workspaces import Resolved
 
 from .cards import PostedCard, render
 from .escalation import handoff_gap, offer_escalation
+from .node_validation import offer_node_validation
 
 if TYPE_CHECKING:
     from rq.job import Job
@@ -154,10 +155,12 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
     diagnosis = live.diagnosis
     offer = offer_escalation(services, live, channel=request.channel, thread_ts=parent_ts,
                              requested_by=request.user, now=now)
+    validate = offer_node_validation(services, live, identity=request.identity, channel=request.channel,
+                                     thread_ts=parent_ts, now=now)
     context = build_phase_card(
         diagnosis, workspace=live.workspace, operator_hints_allowed=operator_ok,
         run_profile=request.command.run_profile, diagnosed_at=now, requests=live.requests,
-        profile=live.profile, escalate_button=offer.button if offer else None,
+        profile=live.profile, escalate_button=offer.button if offer else None, validate_button=validate,
     )
     gap = handoff_gap(services, live) if offer is None else None
     if gap is not None:

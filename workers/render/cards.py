@@ -107,6 +107,7 @@ class PhaseCardContext(BaseModel):
     gpu_profile: str = ""
     notes: list[str] = []
     escalate_button: CardButton | None = None  # issue 7: Escalate to <owner>
+    validate_button: CardButton | None = None  # issue 14: a layer-6 answer's *Validate these nodes*
     escalated: EscalatedNote | None = None  # …and who escalated, once done (replaces the button)
     # the stall monitor's auto-post: its status line, the Mute button and who muted it
     monitor_status: str = ""
@@ -266,6 +267,7 @@ def build_phase_card(
     requests: int | None = None,
     profile: GpuProfile | None = None,
     escalate_button: CardButton | None = None,
+    validate_button: CardButton | None = None,
 ) -> PhaseCardContext:
     """The card context for one diagnosis.
 
@@ -364,6 +366,7 @@ def build_phase_card(
         gpu_profile=gpu,
         notes=notes,
         escalate_button=escalate_button,
+        validate_button=validate_button,
         fallback=fallback,
     )
 
