@@ -99,11 +99,27 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+_SHAPES: dict[str, dict] = {}
+# The stall monitor judges the same cached objects every sweep; a verdict is kept per object
+# (keyed by identity, checked against the object itself, as podfacts keeps container views).
+_VERDICTS: dict[int, tuple[dict, list[str]]] = {}
+_VERDICTS_MAX = 200_000
+
+
 def problems(obj: dict) -> list[str]:
     """Why ``obj`` cannot be read safely (empty when it can)."""
+    hit = _VERDICTS.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return list(hit[1])
+    kind = str(obj.get("kind"))
+    shape = _SHAPES.get(kind)
+    if shape is None:
+        shape = _SHAPES[kind] = _merge(COMMON, BY_KIND.get(kind, {}))
     out: list[str] = []
-    shape = _merge(COMMON, BY_KIND.get(str(obj.get("kind")), {}))
     _check(obj, shape, "", out)
+    if len(_VERDICTS) >= _VERDICTS_MAX:
+        _VERDICTS.clear()
+    _VERDICTS[id(obj)] = (obj, list(out))
     return out
 
 
