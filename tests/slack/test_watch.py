@@ -323,3 +323,36 @@ def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
         assert [r.split(" after ")[0] for r in replies(app)] == ["*Kueue admission*: pending → done"]
         state = load_state(app.redis, wid)
         assert state is not None and state.tick == 2 and state.stopped is None
+
+
+def test_watch_resumes_within_two_intervals_after_the_scheduler_process_dies(app: SlackApp) -> None:
+    """Issue 15.11. The scheduler process of a `taubot worker` is SIGKILLed (as a Redis outage
+    also ends it); the worker restarts it at its next maintenance tick (every 5 s, not rq's
+    600 s), it re-takes its own lock, and the due tick runs. Waited on with a 30 s bound: with
+    rq's defaults this waits ten minutes."""
+    app.services.clock = SystemClock()  # the worker process runs on the system clock
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        wid = watch_id(CHANNEL, RUN)
+        registry = ScheduledJobRegistry(queue=app.queue)
+        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli", "worker"], cwd=REPO, env=dict(os.environ),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_for(app.redis, state_key(wid),
+                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 1,
+                     what="the worker to run the first tick")
+            holder = app.redis.get(RQScheduler.get_locking_key(app.queue.name))
+            assert holder is not None
+            pid = int(app.redis.hget(f"rq:scheduler:{holder.decode()}", "pid"))
+            os.kill(pid, signal.SIGKILL)
+            apply(emu, admitted())
+            registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)  # due now
+            wait_for(app.redis, state_key(wid),
+                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 2,
+                     timeout=30, what="a restarted scheduler to run the due tick")
+        finally:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=10)
+        assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])

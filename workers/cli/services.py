@@ -90,6 +90,15 @@ def cmd_serve_socket(args: argparse.Namespace) -> int:
     return 0
 
 
+# rq's defaults suit long batch jobs, not 5-second watch ticks: an idle worker blocks in BLPOP for
+# worker_ttl - 15 = 405 s and restarts a dead scheduler process only at its maintenance tick,
+# every 600 s, so after a Redis outage or a killed scheduler, scheduled ticks and retries stood
+# still for minutes. With these the worker wakes every 5 s and restarts its scheduler (same
+# name, so it re-takes its own lock) within one watch interval.
+WORKER_TTL_SECONDS = 20
+MAINTENANCE_INTERVAL_SECONDS = 5
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     """An rq worker with the scheduler on, because `Retry(interval=…)` needs it."""
     from rq import SimpleWorker, Worker
@@ -111,7 +120,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise ServiceConfigError(f"cannot reach Redis at TAUBOT_REDIS_URL: {exc}") from None
     install(services)
     worker_class = SimpleWorker if args.in_process else Worker
-    worker = worker_class([services.queue.rq], connection=services.redis)  # type: ignore[attr-defined]
+    worker = worker_class([services.queue.rq], connection=services.redis,  # type: ignore[attr-defined]
+                          worker_ttl=WORKER_TTL_SECONDS, maintenance_interval=MAINTENANCE_INTERVAL_SECONDS)
     worker.work(burst=args.burst, with_scheduler=True)
     return 0
 
