@@ -356,3 +356,41 @@ def test_watch_resumes_within_two_intervals_after_the_scheduler_process_dies(app
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait(timeout=10)
         assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
+
+
+def test_a_new_worker_takes_over_scheduling_from_a_killed_one_within_two_intervals(app: SlackApp) -> None:
+    """Issue 15.11. A `taubot worker` and its scheduler are SIGKILLed (a node lost, an OOM kill);
+    their lock would stand for rq's interval + 60 s. The replacement releases a lock whose holder
+    stopped heart-beating and schedules the due tick (30 s bound; rq alone takes 61 s)."""
+    app.services.clock = SystemClock()
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        wid = watch_id(CHANNEL, RUN)
+        registry = ScheduledJobRegistry(queue=app.queue)
+        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)
+
+        def worker() -> subprocess.Popen[bytes]:
+            return subprocess.Popen([sys.executable, "-m", "workers.cli", "worker"], cwd=REPO,
+                                    env=dict(os.environ), stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+
+        first = worker()
+        try:
+            wait_for(app.redis, state_key(wid),
+                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 1,
+                     what="the first worker to run the first tick")
+        finally:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=10)
+        assert app.redis.get(RQScheduler.get_locking_key(app.queue.name)) is not None  # the dead one's
+        apply(emu, admitted())
+        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)  # due now
+        second = worker()
+        try:
+            wait_for(app.redis, state_key(wid),
+                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 2,
+                     timeout=30, what="the new worker's scheduler to run the due tick")
+        finally:
+            os.killpg(second.pid, signal.SIGKILL)
+            second.wait(timeout=10)
+        assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])

@@ -90,19 +90,8 @@ def cmd_serve_socket(args: argparse.Namespace) -> int:
     return 0
 
 
-# rq's defaults suit long batch jobs, not 5-second watch ticks: an idle worker blocks in BLPOP for
-# worker_ttl - 15 = 405 s and restarts a dead scheduler process only at its maintenance tick,
-# every 600 s, so after a Redis outage or a killed scheduler, scheduled ticks and retries stood
-# still for minutes. With these the worker wakes every 5 s and restarts its scheduler (same
-# name, so it re-takes its own lock) within one watch interval.
-WORKER_TTL_SECONDS = 20
-MAINTENANCE_INTERVAL_SECONDS = 5
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     """An rq worker with the scheduler on, because `Retry(interval=…)` needs it."""
-    from rq import SimpleWorker, Worker
-
     _logging()
     settings = _settings()
     # Build the process's Services and import the job code once, here: rq forks a work horse
@@ -111,6 +100,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from redis.exceptions import RedisError
 
     import workers.jobs  # noqa: F401
+    from workers.rq_worker import make_worker
     from workers.services import Services, install
 
     services = Services.for_slack(settings)
@@ -119,9 +109,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except RedisError as exc:
         raise ServiceConfigError(f"cannot reach Redis at TAUBOT_REDIS_URL: {exc}") from None
     install(services)
-    worker_class = SimpleWorker if args.in_process else Worker
-    worker = worker_class([services.queue.rq], connection=services.redis,  # type: ignore[attr-defined]
-                          worker_ttl=WORKER_TTL_SECONDS, maintenance_interval=MAINTENANCE_INTERVAL_SECONDS)
+    worker = make_worker(services.queue.rq, services.redis, in_process=args.in_process)  # type: ignore[attr-defined]
     worker.work(burst=args.burst, with_scheduler=True)
     return 0
 
