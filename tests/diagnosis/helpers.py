@@ -33,6 +33,8 @@ class Case:
     transient: bool | None | str = "unchecked"
     layer: int | None = None
     now: object = field(default=NOW)
+    next_action: str | None = None  # a substring of the answer's next action
+    not_in_next_action: str | None = None
 
     def check(self) -> Diagnosis:
         d = diagnose(self.build(), self.run, self.now)
@@ -48,4 +50,8 @@ class Case:
             assert d.transient is self.transient, d.transient
         if self.layer is not None:
             assert d.layer == self.layer
+        if self.next_action is not None:
+            assert self.next_action in d.next_action, d.next_action
+        if self.not_in_next_action is not None:
+            assert self.not_in_next_action not in d.next_action, d.next_action
         return d

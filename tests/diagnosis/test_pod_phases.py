@@ -27,6 +27,12 @@ def admitted_job(*pods_kw: dict, extra=None) -> list[dict]:
     return objs
 
 
+def with_claim(pod: dict, volume: str, claim: str) -> dict:
+    """Give ``pod`` the volume ``volume`` backed by PVC ``claim`` (as the Job template would)."""
+    pod["spec"].setdefault("volumes", []).append({"name": volume, "persistentVolumeClaim": {"claimName": claim}})
+    return pod
+
+
 def running_pod(**kw) -> dict:
     return {"node": NODE, **kw}
 
@@ -171,7 +177,7 @@ INIT_CASES = [
     Case("running",
          lambda: admitted_job(running_pod(init_containers=[k8s.running("fetch-data", ready=False)],
                                           containers=[k8s.waiting("trainer", IMAGE, "PodInitializing")])),
-         INIT, "active", first=INIT),
+         INIT, "active", first=INIT, next_action="still running", not_in_next_action="finished"),
 ]
 
 START = "Container start"
@@ -185,7 +191,18 @@ START_CASES = [
          START, "warning", summary="OOMKilled", owner="researcher"),
     Case("config-error",
          lambda: admitted_job(running_pod(containers=[k8s.create_container_config_error("trainer")])),
-         START, "warning", summary="CreateContainerConfigError", owner="researcher"),
+         START, "warning", summary="CreateContainerConfigError", owner="researcher",
+         next_action="Secret `hf-token`, which does not exist"),
+    # Issue 15.10: a missing binary is not a missing Secret. containerd/runc's text as the kubelet
+    # reports it in RunContainerError (kubernetes#97025, containerd/containerd#4528).
+    Case("missing-binary",
+         lambda: admitted_job(running_pod(containers=[k8s.waiting(
+             "trainer", IMAGE, "RunContainerError",
+             "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+             "runc create failed: unable to start container process: exec: \"python3\": executable file "
+             "not found in $PATH: unknown")])),
+         START, "warning", summary="RunContainerError", owner="researcher",
+         next_action="`python3` is not in the image", not_in_next_action="Secret"),
     Case("exit-nonzero",
          lambda: admitted_job(running_pod(containers=[k8s.terminated("trainer", exit_code=1)])),
          START, "warning", summary="exit 1"),
@@ -209,6 +226,14 @@ START_CASES = [
                                           conditions=k8s.cond_creating()),
                               extra=lambda j, ps: [k8s.ev_failed_mount(ps[0])]),
          START, "warning", summary="FailedMount", owner="platform", transient=False),
+    # Issue 15.10: the claim that failed to mount is the one in the event, through the pod's volumes.
+    Case("volume-mount-names-the-claim",
+         lambda: admitted_job(running_pod(containers=[k8s.waiting("trainer", IMAGE, "ContainerCreating")],
+                                          conditions=k8s.cond_creating()),
+                              extra=lambda j, ps: [with_claim(ps[0], "ckpt", "vision-checkpoints"),
+                                                   k8s.ev_failed_mount(ps[0], volume="ckpt")][1:]),
+         START, "warning", owner="platform", next_action="PVC `vision-checkpoints`",
+         not_in_next_action="blob-training"),
     Case("creating", lambda: admitted_job(running_pod(containers=[k8s.waiting("trainer", IMAGE)])),
          START, "active"),
     Case("job-failed-no-pods",

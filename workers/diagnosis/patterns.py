@@ -145,9 +145,3 @@ CONFIG_ACTION = (
     "reference): fix the run config's env/volume references."
 )
 
-VOLUME_MOUNT = Finding(
-    owner="platform",
-    transient=False,
-    next_action="A platform-managed volume could not be mounted: the platform checks the claim "
-    "and its storage (kubectl get pvc blob-training -n <namespace>).",
-)

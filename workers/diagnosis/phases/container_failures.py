@@ -8,6 +8,8 @@ Both phases read the same kubelet shapes — `CrashLoopBackOff` with
 
 from __future__ import annotations
 
+import re
+
 from ..models import Finding, PhaseState
 from ..patterns import CONFIG_ACTION, CRASH_ACTION, OOM_ACTION
 from ..podfacts import ContainerView, containers, describe_exit, exit_failed, where
@@ -19,6 +21,56 @@ PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImage
 CRASH = Finding(owner="researcher", transient=False, next_action=CRASH_ACTION)
 OOM = Finding(owner="researcher", transient=False, next_action=OOM_ACTION)
 CONFIG = Finding(owner="researcher", transient=False, next_action=CONFIG_ACTION)
+
+
+# Kubelet and runc texts (pkg/kubelet/kuberuntime, pkg/kubelet/volumemanager; runc's exec errors).
+# Names are taken only as single-line, backtick-free runs: they end up inside a code span.
+_MISSING_BINARY = re.compile(r'exec: "([^"`\s]{1,200})": executable file not found|'
+                             r'exec: "?([^":`\s]{1,200})"?: no such file or directory|'
+                             r'stat ([^:`\s]{1,200}): no such file or directory')
+_MISSING_REF = re.compile(r'(secret|configmap) "([^"`\s]{1,253})" not found|'
+                          r"couldn't find key ([^`\s]{1,253}) in (Secret|ConfigMap) ([^`\s/]{1,253})/"
+                          r"([^`\s]{1,253})", re.IGNORECASE)
+_MOUNT_VOLUMES = re.compile(r'unmounted volumes=\[([^\]`\n]{1,500})\]|for volume "([^"`\s]{1,253})"')
+
+
+def config_finding(message: str) -> Finding:
+    """Name what the container creation error names: a missing binary is not a missing Secret."""
+    found = _MISSING_BINARY.search(message or "")
+    if found:
+        binary = next(g for g in found.groups() if g)
+        return Finding(owner="researcher", transient=False, next_action=(
+            f"The container's command `{binary}` is not in the image: fix the command/entrypoint in "
+            "the run config or build it into the image, then resubmit (unchanged, it fails again)."))
+    ref = _MISSING_REF.search(message or "")
+    if ref:
+        if ref.group(2):
+            kind, name = ref.group(1).lower(), ref.group(2)
+            label = "Secret" if kind == "secret" else "ConfigMap"
+            what = f"{label} `{name}`, which does not exist in the namespace"
+        else:
+            what = f"key `{ref.group(3)}` of {ref.group(4)} `{ref.group(6)}`, which it does not have"
+        return Finding(owner="researcher", transient=False, next_action=(
+            f"The container references {what}: create it, or fix the reference in the run config."))
+    return CONFIG
+
+
+def volume_mount(pod: dict, message: str) -> Finding:
+    """The mount failure's claim, from the pod's own volumes: the one in the event, not a guess."""
+    found = _MOUNT_VOLUMES.search(message or "")
+    names = (found.group(1) or "").replace(",", " ").split() if found and found.group(1) else (
+        [found.group(2)] if found else [])
+    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or [] if isinstance(v, dict)}
+    claims = [((volumes.get(n) or {}).get("persistentVolumeClaim") or {}).get("claimName") for n in names]
+    claim = next((c for c in claims if c), None)
+    if claim:
+        target = f"PVC `{claim}` (`kubectl get pvc {claim} -n <namespace>`)"
+    elif names:
+        target = f"volume `{names[0]}` (its claim or storage)"
+    else:
+        target = "the pod's volumes (`kubectl describe pod` lists the failing one)"
+    return Finding(owner="platform", transient=False, next_action=(
+        f"A volume could not be mounted: the platform checks {target} and its storage class."))
 
 
 def failure_finding(term: dict) -> Finding:
@@ -34,7 +86,8 @@ def container_failure(pod: dict, c: ContainerView, label: str) -> PodVerdict | N
                           f"{label} CrashLoopBackOff, last {detail} ({c.restarts} restarts)",
                           f"{where(pod, c)}: CrashLoopBackOff; last {clip(detail)}")
     if c.waiting_reason in CONFIG_ERRORS:
-        return PodVerdict(PhaseState.WARNING, CONFIG, f"{label} {c.waiting_reason}",
+        return PodVerdict(PhaseState.WARNING, config_finding(c.waiting_message),
+                          f"{label} {c.waiting_reason}",
                           f"{where(pod, c)}: {c.waiting_reason}: {clip(c.waiting_message)}")
     if exit_failed(c.terminated):
         detail = describe_exit(c.terminated or {})

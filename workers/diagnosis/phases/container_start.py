@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ..linkage import meta
 from ..models import Finding, PhaseResult, PhaseState
-from ..patterns import VOLUME_MOUNT
 from ..podfacts import (
     condition,
     containers,
@@ -18,13 +17,16 @@ from ..podfacts import (
     pod_phase,
 )
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
-from .container_failures import CRASH, PULL_ERRORS, container_failure, restart_note
+from .container_failures import CRASH, PULL_ERRORS, container_failure, restart_note, volume_mount
 
 NAME = "Container start"
 LAYER = 5
 MOUNT_EVENTS = ("FailedMount", "FailedAttachVolume")
 
 HEALTHY = Finding(owner="researcher", transient=False, next_action="Containers started.")
+STARTING = Finding(owner="researcher", transient=True,
+                   next_action="The main containers have not started yet (waiting for init containers, "
+                   "the image or container creation): wait, and re-check with `/tau status <run>`.")
 JOB_FAILED = Finding(
     owner="researcher",
     transient=False,
@@ -55,15 +57,15 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
             mounts = ctx.pod_events(pod, MOUNT_EVENTS)
             if mounts and not init_pending:
                 ev = mounts[-1]
-                return PodVerdict(PhaseState.WARNING, VOLUME_MOUNT,
+                return PodVerdict(PhaseState.WARNING, volume_mount(pod, ev.message),
                                   f"{ev.reason}: {clip(ev.message, 160)}",
                                   f"{meta(pod).get('name')}: {ev.reason}: {clip(ev.message)}")
         if init_pending or c.waiting_reason == "PodInitializing":
-            verdicts.append(PodVerdict(PhaseState.PENDING, HEALTHY, "waiting for init containers"))
+            verdicts.append(PodVerdict(PhaseState.PENDING, STARTING, "waiting for init containers"))
         elif c.waiting_reason in PULL_ERRORS:
-            verdicts.append(PodVerdict(PhaseState.PENDING, HEALTHY, f"{c.name} waiting for its image"))
+            verdicts.append(PodVerdict(PhaseState.PENDING, STARTING, f"{c.name} waiting for its image"))
         else:
-            verdicts.append(PodVerdict(PhaseState.ACTIVE, HEALTHY,
+            verdicts.append(PodVerdict(PhaseState.ACTIVE, STARTING,
                                        f"{c.name} {c.waiting_reason or 'starting'}"))
     if verdicts:
         return next((v for v in verdicts if v.state is PhaseState.ACTIVE), verdicts[0])

@@ -20,6 +20,13 @@ from .container_failures import PULL_ERRORS, container_failure
 NAME = "Init containers"
 LAYER = 5
 HEALTHY = Finding(owner="researcher", transient=False, next_action="Init containers finished.")
+# Not done yet is not "finished" (issue 15.10): say what is still going on.
+RUNNING = Finding(owner="researcher", transient=True,
+                  next_action="An init container is still running: wait for it to exit 0, or read its log "
+                  "(`/tau logs <run>`) if it takes longer than expected.")
+WAITING = Finding(owner="researcher", transient=True,
+                  next_action="The init containers have not finished yet: the main containers start "
+                  "once each has exited 0.")
 
 
 def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
@@ -41,10 +48,10 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
         if is_terminal(pod):
             return PodVerdict(PhaseState.DONE, HEALTHY)
         if c.running:
-            return PodVerdict(PhaseState.ACTIVE, HEALTHY, f"{label} running")
+            return PodVerdict(PhaseState.ACTIVE, RUNNING, f"{label} running")
         if c.waiting_reason in PULL_ERRORS:
-            return PodVerdict(PhaseState.PENDING, HEALTHY, f"{label} waiting for its image")
-        return PodVerdict(PhaseState.ACTIVE, HEALTHY, f"{label} starting")
+            return PodVerdict(PhaseState.PENDING, WAITING, f"{label} waiting for its image")
+        return PodVerdict(PhaseState.ACTIVE, WAITING, f"{label} starting")
     return PodVerdict(PhaseState.DONE, HEALTHY)
 
 
