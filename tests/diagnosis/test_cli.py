@@ -7,6 +7,7 @@ stderr are exactly what a terminal or a script sees.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,17 @@ def test_two_runs_of_one_name_ask_for_the_namespace(tmp_path: Path) -> None:
     ok = taubot("diagnose", "train", "--from-file", str(dump), "--namespace", "team-audio", "--format", "json")
     assert ok.returncode == 0 and json.loads(ok.stdout)["run"]["namespace"] == "team-audio"
 
+
+
+def test_output_to_a_reader_that_left_is_a_quiet_exit_0() -> None:
+    """`taubot diagnose … --format json | head -1` (issue 15.14): the reader is gone before the
+    first write — here a pipe whose read end is closed, so every write meets EPIPE, every time."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([*TAUBOT, "diagnose", "--example", "l4-job-waiting-for-quota", "--format", "json"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
