@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import random
 
+from tests.fakes.kube_api import running_emulator
 from tests.fixtures import k8s
+from tests.live.conftest import workspace_objects, write_descriptor
 from workers.diagnosis.evaluate import evaluate
 from workers.render.cards import build_phase_card, render_phase_card
 
-from .conftest import EXAMPLE_NOW
+from .conftest import CHANNEL, EXAMPLE_NOW, SlackApp
 
 PIECES = ["<!channel>", "<!here>", "<@U012ALICE>", "<#C0PLATFORM>", "<!subteam^S0PLATFORM>",
           "<https://evil.example|click>", "https://evil.example/x", "@channel", "@here", "#general",
@@ -88,3 +90,26 @@ def test_a_termination_message_with_a_line_break_stays_on_its_line() -> None:
     tree = next(b["text"]["text"] for b in card.blocks if "*Container start*" in json.dumps(b))
     assert "⏎" in tree
     assert [line for line in tree.split("\n") if line.startswith("✅ *Ready* — every phase done")] == []
+
+
+def test_hostile_strings_end_to_end_at_the_fake_slack(slack_app: SlackApp) -> None:
+    """The same corpus (120 strings, 10 kB ones included) through the real path: signed command,
+    rq worker, the emulator's objects, the card as the fake Slack received it — blocks and the
+    notification text both."""
+    strings = corpus(120, seed=4040)
+    with running_emulator(workspace_objects()) as emu:
+        write_descriptor(slack_app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
+        for text in strings:
+            emu.replace_all([*workspace_objects(), *hostile_run(text)])
+            slack_app.fake.clear()
+            slack_app.command("status llama-ft-7b")
+            slack_app.work()
+            [card] = [c for c in slack_app.fake.calls_to("chat.postMessage") if c.params.get("thread_ts")]
+            blocks = card.params["blocks"]
+            blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+            raw = json.dumps(blocks, ensure_ascii=False) + str(card.params.get("text"))
+            for bad in ("<!", "<@", "<#", "<http", "<https"):
+                assert bad not in raw, (bad, text[:80])
+            assert "*Container start*" in raw
+            forged = [line for line in card_lines(blocks) if line.startswith(("✅ *Ready* — every", "⚠️ *Owner*"))]
+            assert forged == [], text[:80]
