@@ -25,7 +25,7 @@ from redis import RedisError
 from bot.button_listener import ButtonListener, Resolver
 from bot.identity import Unmapped
 from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, SLACK_USER, VALIDATE_NODES_ACTION
-from workers.contracts.requests import EscalateRequest, MuteRequest, ValidateNodesRequest
+from workers.contracts.requests import EscalateRequest, MuteRequest, RecordPressRequest, ValidateNodesRequest
 from workers.contracts.signing import verify_value
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import escape
@@ -86,7 +86,7 @@ class RecordButton(ButtonListener):
     Subclasses name the action, the request and the words of a refusal."""
 
     action_id: str
-    request_type: type[MuteRequest] | type[ValidateNodesRequest]
+    request_type: type[RecordPressRequest]
     verb: str  # "muted", "validated"
     noun: str  # "the mute", "the validation"
     failure_text = INTERNAL_ERROR

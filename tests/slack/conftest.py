@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -40,7 +44,8 @@ BOT_TOKEN = "xoxb-taubot-test"
 CHANNEL = "C012VISION"  # listed in the test descriptor's spec.slack.channels
 ALICE = "U012ALICE"
 ALICE_IDENTITY = {"user": "alice@example.com", "groups": ["team-vision", "gpu-users"]}
-EXAMPLES = Path(__file__).resolve().parents[2] / "workers" / "examples"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / "workers" / "examples"
 EXAMPLE_NOW = k8s.T0 + timedelta(minutes=30)  # every bundled example is judged at this time
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
@@ -177,3 +182,17 @@ def slack_app_factory(redis_url: str, tmp_path: Path, worker_env: str,
 def slack_app(slack_app_factory: Callable[..., SlackApp]) -> SlackApp:
     """The HTTP app with default test settings (no retries)."""
     return slack_app_factory()
+
+
+@contextlib.contextmanager
+def taubot_worker() -> Iterator[subprocess.Popen[bytes]]:
+    """`taubot worker` as production runs it (a forking rq Worker with its scheduler), in its
+    own process group on this test's environment; SIGKILLed with its children on exit."""
+    proc = subprocess.Popen([sys.executable, "-m", "workers.cli", "worker"], cwd=REPO_ROOT,
+                            env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)

@@ -9,14 +9,9 @@ from the requests the emulator recorded.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from rq import Worker
@@ -28,7 +23,7 @@ from rq.scheduler import RQScheduler
 from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.live.conftest import workspace_objects, write_descriptor
 
-from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp, example_objects
+from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp, example_objects, taubot_worker
 from .test_cards import card_text
 
 
@@ -39,7 +34,6 @@ def cluster(slack_app: SlackApp, objects: list[dict[str, Any]]) -> Iterator[Kube
         write_descriptor(slack_app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
         yield emu
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def parent_and_card(slack_app: SlackApp) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -279,10 +273,7 @@ def test_killed_work_horse_retry_answers_under_the_one_parent(
     with cluster(slack_app, example_objects("l4-job-waiting-for-quota")) as emu:
         emu.hang(1)
         slack_app.command("status llama-ft-7b")
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", "worker"], cwd=REPO, env=dict(os.environ),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
+        with taubot_worker():
             assert emu.hung.wait(60), "the worker never reached the cluster"
             parents = [c for c in slack_app.fake.calls_to("chat.postMessage")
                        if not c.params.get("thread_ts")]
@@ -291,9 +282,6 @@ def test_killed_work_horse_retry_answers_under_the_one_parent(
             assert len(busy) == 1
             send_kill_horse_command(slack_app.redis, busy[0].name)
             slack_app.fake.wait_for("chat.postMessage", count=2, timeout=60)
-        finally:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=10)
         _, card = parent_and_card(slack_app)
         assert "*First incomplete: Kueue admission*" in card_text(card["blocks"])
         assert len(slack_app.fake.messages(CHANNEL)) == 2

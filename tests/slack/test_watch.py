@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -40,7 +38,7 @@ from workers.contracts.ids import STOP_WATCHING_ACTION
 from workers.contracts.ids import watch_id as _watch_id
 from workers.flows.watch import load_state, owner_key, state_key
 
-from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, EXAMPLE_NOW, SlackApp
+from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, EXAMPLE_NOW, SlackApp, taubot_worker
 from .test_cards import card_text
 
 
@@ -52,7 +50,6 @@ def watch_id(channel: str, run: str) -> str:
 BOB = "U012BOB"  # mapped, and the emulator lets him read the run: may stop any watch of it
 CAROL = "U012CAROL"  # mapped, but may not read the run's Job: may not stop someone else's watch
 RUN = "train-a"
-REPO = Path(__file__).resolve().parents[2]
 # Created hours before the test clock starts (EXAMPLE_NOW), as a run someone asks about.
 T0 = EXAMPLE_NOW - timedelta(hours=5)
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)  # "due" for rq's scheduler, without reading the clock
@@ -156,6 +153,18 @@ def replies(app: SlackApp) -> list[str]:
 
 def updates(app: SlackApp) -> list[Any]:
     return [c for c in app.fake.calls_to("chat.update") if c.response.get("ok")]
+
+
+def make_next_tick_due(app: SlackApp) -> None:
+    """Move the watch's scheduled tick to "due" in rq's registry, as time would."""
+    ScheduledJobRegistry(queue=app.queue).schedule(Job.fetch(scheduled(app)[0], connection=app.redis),
+                                                    LONG_AGO)
+
+
+def wait_for_tick(app: SlackApp, wid: str, tick: int, what: str, timeout: float = 20.0) -> None:
+    wait_for(app.redis, state_key(wid),
+             lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= tick,
+             timeout=timeout, what=what)
 
 
 def has_stop_button(message: dict[str, Any]) -> bool:
@@ -300,18 +309,9 @@ def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
     with cluster(app, pending()) as emu:
         start_watch(app)
         wid = watch_id(CHANNEL, RUN)
-        registry = ScheduledJobRegistry(queue=app.queue)
-        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", "worker"], cwd=REPO, env=dict(os.environ),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            wait_for(app.redis, state_key(wid),
-                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 1,
-                     what="the worker to run the tick")
-        finally:
-            os.killpg(worker.pid, signal.SIGKILL)  # the worker and its scheduler process
-            worker.wait(timeout=10)
+        make_next_tick_due(app)
+        with taubot_worker():  # SIGKILLed on exit, with its scheduler process
+            wait_for_tick(app, wid, 1, "the worker to run the tick")
         assert len(scheduled(app)) == 1  # tick #1 waits in Redis, not in the dead worker
 
         # The dead scheduler's lock would expire by itself (interval + 60 s); drop it now.
@@ -334,27 +334,16 @@ def test_watch_resumes_within_two_intervals_after_the_scheduler_process_dies(app
     with cluster(app, pending()) as emu:
         start_watch(app)
         wid = watch_id(CHANNEL, RUN)
-        registry = ScheduledJobRegistry(queue=app.queue)
-        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", "worker"], cwd=REPO, env=dict(os.environ),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            wait_for(app.redis, state_key(wid),
-                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 1,
-                     what="the worker to run the first tick")
+        make_next_tick_due(app)
+        with taubot_worker():
+            wait_for_tick(app, wid, 1, "the worker to run the first tick")
             holder = app.redis.get(RQScheduler.get_locking_key(app.queue.name))
             assert holder is not None
             pid = int(app.redis.hget(f"rq:scheduler:{holder.decode()}", "pid"))
             os.kill(pid, signal.SIGKILL)
             apply(emu, admitted())
-            registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)  # due now
-            wait_for(app.redis, state_key(wid),
-                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 2,
-                     timeout=30, what="a restarted scheduler to run the due tick")
-        finally:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=10)
+            make_next_tick_due(app)
+            wait_for_tick(app, wid, 2, "a restarted scheduler to run the due tick", timeout=30)
         assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
 
 
@@ -366,31 +355,12 @@ def test_a_new_worker_takes_over_scheduling_from_a_killed_one_within_two_interva
     with cluster(app, pending()) as emu:
         start_watch(app)
         wid = watch_id(CHANNEL, RUN)
-        registry = ScheduledJobRegistry(queue=app.queue)
-        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)
-
-        def worker() -> subprocess.Popen[bytes]:
-            return subprocess.Popen([sys.executable, "-m", "workers.cli", "worker"], cwd=REPO,
-                                    env=dict(os.environ), stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True)
-
-        first = worker()
-        try:
-            wait_for(app.redis, state_key(wid),
-                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 1,
-                     what="the first worker to run the first tick")
-        finally:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait(timeout=10)
+        make_next_tick_due(app)
+        with taubot_worker():
+            wait_for_tick(app, wid, 1, "the first worker to run the first tick")
         assert app.redis.get(RQScheduler.get_locking_key(app.queue.name)) is not None  # the dead one's
         apply(emu, admitted())
-        registry.schedule(Job.fetch(scheduled(app)[0], connection=app.redis), LONG_AGO)  # due now
-        second = worker()
-        try:
-            wait_for(app.redis, state_key(wid),
-                     lambda: (load_state(app.redis, wid) or pytest.fail("state lost")).tick >= 2,
-                     timeout=30, what="the new worker's scheduler to run the due tick")
-        finally:
-            os.killpg(second.pid, signal.SIGKILL)
-            second.wait(timeout=10)
+        make_next_tick_due(app)
+        with taubot_worker():
+            wait_for_tick(app, wid, 2, "the new worker's scheduler to run the due tick", timeout=30)
         assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])

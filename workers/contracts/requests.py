@@ -84,30 +84,14 @@ class EscalateRequest(BaseModel):
         return f"escalate {self.record_id}"
 
 
-class ValidateNodesRequest(BaseModel):
-    """A *Validate these nodes* press on a layer-6 card: the signed offer id, the presser and
-    as whom they act (the validation pods are created as the presser, never as the bot)."""
+class RecordPressRequest(BaseModel):
+    """A press on a button whose value is a signed record id: the id, the presser and as whom
+    they act. Not retried: each press job acts once (a mute, validation pods)."""
 
     model_config = ConfigDict(frozen=True)
-    job: ClassVar[str] = f"{JOBS}.validate_nodes_press_job"
-    retried: ClassVar[bool] = False  # a retry would create the validation pods again
-
-    record_id: str = Field(pattern=RECORD_ID.pattern)
-    user: str = Field(pattern=SLACK_USER.pattern)
-    identity: Identity
-    response_url: str | None = None
-    channel: str | None = None
-
-    def display(self) -> str:
-        return f"validate nodes {self.record_id}"
-
-
-class MuteRequest(BaseModel):
-    """A *Mute 24 h* press on an auto-post: the signed record id, the presser and as whom they act."""
-
-    model_config = ConfigDict(frozen=True)
-    job: ClassVar[str] = f"{JOBS}.mute_job"
+    job: ClassVar[str]
     retried: ClassVar[bool] = False
+    verb: ClassVar[str]
 
     record_id: str = Field(pattern=RECORD_ID.pattern)
     user: str = Field(pattern=SLACK_USER.pattern)
@@ -116,7 +100,22 @@ class MuteRequest(BaseModel):
     channel: str | None = None
 
     def display(self) -> str:
-        return f"mute {self.record_id}"
+        return f"{self.verb} {self.record_id}"
+
+
+class ValidateNodesRequest(RecordPressRequest):
+    """*Validate these nodes* on a layer-6 card: the pods are created as the presser, never as
+    the bot; a retry would create them again."""
+
+    job: ClassVar[str] = f"{JOBS}.validate_nodes_press_job"
+    verb: ClassVar[str] = "validate nodes"
+
+
+class MuteRequest(RecordPressRequest):
+    """*Mute 24 h* on an auto-post."""
+
+    job: ClassVar[str] = f"{JOBS}.mute_job"
+    verb: ClassVar[str] = "mute"
 
 
 class StopRequest(BaseModel):
@@ -139,5 +138,6 @@ class StopRequest(BaseModel):
 Request = (StatusRequest | WorkspaceRequest | LogsRequest | ClusterRequest | EscalateRequest
            | StopRequest | MuteRequest | ValidateNodesRequest)
 
-__all__ = ["ClusterRequest", "CommandRequest", "EscalateRequest", "LogsRequest", "MuteRequest", "Request",
-           "StatusRequest", "StopRequest", "ValidateNodesRequest", "WorkspaceRequest"]
+__all__ = ["ClusterRequest", "CommandRequest", "EscalateRequest", "LogsRequest", "MuteRequest",
+           "RecordPressRequest", "Request", "StatusRequest", "StopRequest", "ValidateNodesRequest",
+           "WorkspaceRequest"]
