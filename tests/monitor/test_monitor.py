@@ -250,20 +250,13 @@ def test_informer_lists_once_watches_and_relists_only_on_410(env: Env) -> None:
             store = cache.stores[(k8s.NS, "Job")]
             stop = asyncio.Event()
             task = asyncio.create_task(cache.watch(k8s.NS, KINDS[0], stop))
-            for _ in range(200):  # wait for the watch to deliver the change (bounded)
-                if "late-run" in store.objects:
-                    break
-                if _ == 0:
-                    env.emu.upsert(k8s.job("late-run", suspend=True))
-                await asyncio.sleep(0.01)
+            env.emu.upsert(k8s.job("late-run", suspend=True))
+            await asyncio.wait_for(store.until(lambda: "late-run" in store.objects), 10)
             seen = "late-run" in store.objects
             lists_before = store.lists
             store.version = "1"  # as if this watch had fallen far behind…
             env.emu.compact()  # …when the history it needs is compacted away and its stream ends
-            for _ in range(300):
-                if store.lists > lists_before:
-                    break
-                await asyncio.sleep(0.01)
+            await asyncio.wait_for(store.until(lambda: store.lists > lists_before), 10)
             stop.set()
             task.cancel()
             return lists_before, store.lists, seen

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from workers.kube.reader import KubeReader, ReadError, resource_path
@@ -51,6 +52,17 @@ class Store:
     error: str | None = None
     lists: int = 0
     watches: int = 0
+    # Set after every LIST and every applied WATCH event: whoever needs "the cache has moved"
+    # (a test, a sweep that wants fresh objects) waits on it instead of polling.
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Return once ``condition()`` holds, re-checked at each change (bound it with a timeout)."""
+        while not condition():
+            self.changed.clear()
+            if condition():
+                return
+            await self.changed.wait()
 
 
 class Cache:
@@ -78,6 +90,7 @@ class Cache:
             item.setdefault("kind", kind.name)
         store.objects = {self._key(o): o for o in items}
         store.version, store.error = version, None
+        store.changed.set()
 
     @staticmethod
     def _key(obj: dict) -> str:
@@ -114,6 +127,7 @@ class Cache:
                     store.objects[self._key(obj)] = obj
                 if version:
                     store.version = str(version)
+                store.changed.set()
                 if stop.is_set():
                     return
             if gone:
