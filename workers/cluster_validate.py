@@ -87,8 +87,7 @@ async def validate_topology(registry: Registry, *, identity: Identity, workspace
                             profile: str | None = None, timeout: float = 10.0) -> LayerReport:
     ws = _resolve(registry, workspace)
     if isinstance(ws, str):
-        return LayerReport(layer=6, workspace=workspace, ok=False, summary=ws, owner="researcher",
-                           transient=False, next_action="Name a configured workspace (--workspace).")
+        return _no_workspace(workspace, ws)
     api = await make_user_client(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
@@ -140,6 +139,11 @@ async def _flavor_check(reader: KubeReader, profile: str | None, name: str) -> C
                  + (f"; {len(why)} excluded" if why else ""))
 
 
+def _no_workspace(workspace: str | None, why: str) -> LayerReport:
+    return LayerReport(layer=6, workspace=workspace, ok=False, summary=why, owner="researcher",
+                       transient=False, next_action="Name a configured workspace (--workspace).")
+
+
 def _unreadable(ws: WorkspaceConnection, what: str, error: ReadError) -> LayerReport:
     return LayerReport(layer=6, workspace=ws.name, ok=False, summary=f"{what}: {error.describe()}",
                        owner="platform", transient=error.kind == "unavailable",
@@ -168,8 +172,7 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
                          request_timeout: float = 10.0) -> LayerReport:
     ws = _resolve(registry, workspace)
     if isinstance(ws, str):
-        return LayerReport(layer=6, workspace=workspace, ok=False, summary=ws, owner="researcher",
-                           transient=False, next_action="Name a configured workspace (--workspace).")
+        return _no_workspace(workspace, ws)
     api = await make_user_client(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, request_timeout)

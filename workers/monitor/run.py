@@ -158,22 +158,28 @@ def _target_key(ws: WorkspaceConnection) -> str:
     return ws.cluster_target().model_dump_json()
 
 
+async def _listed_caches(services: Services, clients: list[Any]) -> dict[str, tuple[Cache, KubeReader]]:
+    """One bot-identity client and one LISTed cache per cluster (workspaces sharing a cluster share
+    them); each client goes into ``clients`` as soon as it exists, for the caller to close."""
+    by_target: dict[str, list[WorkspaceConnection]] = {}
+    for ws in _descriptors(services):
+        by_target.setdefault(_target_key(ws), []).append(ws)
+    caches: dict[str, tuple[Cache, KubeReader]] = {}
+    for key, members in by_target.items():
+        api = await services.kube.bot(members[0].cluster_target())
+        clients.append(api)
+        reader = KubeReader(api, services.settings.kube_request_timeout_seconds)
+        cache = Cache(reader, [w.spec.namespace for w in members])
+        await cache.list_all()
+        caches[key] = (cache, reader)
+    return caches
+
+
 async def run_once(services: Services) -> SweepReport:
     """One sweep from fresh LISTs (`taubot monitor --once`)."""
     clients: list[Any] = []
-    caches: dict[str, tuple[Cache, KubeReader]] = {}
     try:
-        by_target: dict[str, list[WorkspaceConnection]] = {}
-        for ws in _descriptors(services):
-            by_target.setdefault(_target_key(ws), []).append(ws)
-        for key, members in by_target.items():
-            api = await services.kube.bot(members[0].cluster_target())
-            clients.append(api)
-            reader = KubeReader(api, services.settings.kube_request_timeout_seconds)
-            cache = Cache(reader, [w.spec.namespace for w in members])
-            await cache.list_all()
-            caches[key] = (cache, reader)
-        return await sweep(services, caches)
+        return await sweep(services, await _listed_caches(services, clients))
     finally:
         for api in clients:
             await api.close()
@@ -186,16 +192,8 @@ async def run_forever(services: Services, stop: asyncio.Event) -> None:
     caches: dict[str, tuple[Cache, KubeReader]] = {}
     tasks: list[asyncio.Task[None]] = []
     try:
-        by_target: dict[str, list[WorkspaceConnection]] = {}
-        for ws in _descriptors(services):
-            by_target.setdefault(_target_key(ws), []).append(ws)
-        for key, members in by_target.items():
-            api = await services.kube.bot(members[0].cluster_target())
-            clients.append(api)
-            reader = KubeReader(api, services.settings.kube_request_timeout_seconds)
-            cache = Cache(reader, [w.spec.namespace for w in members])
-            await cache.list_all()
-            caches[key] = (cache, reader)
+        caches.update(await _listed_caches(services, clients))
+        for cache, _reader in caches.values():
             tasks += [asyncio.create_task(cache.watch(ns, kind, stop))
                       for ns in cache.namespaces for kind in KINDS]
         interval = services.settings.monitor_interval_seconds
