@@ -31,6 +31,7 @@ from workers.contracts.commands import (
     NodesValidateCommand,
     StatusCommand,
     TopologyValidateCommand,
+    ValidateCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
 )
@@ -41,6 +42,7 @@ from workers.contracts.requests import (
     CommandRequest,
     LogsRequest,
     StatusRequest,
+    ValidateRequest,
     WorkspaceRequest,
 )
 from workers.queue import JobQueue, enqueue_request
@@ -114,6 +116,9 @@ def queued_reply(command: Command) -> Reply:
             lines.append("👀 `--watch`: the card then updates in place until the run settles; if this "
                          "run is already watched in this channel, you join that watch instead.")
         return Reply("\n".join(lines), queued=True)
+    if isinstance(command, ValidateCommand):
+        return Reply("🧪 Checking your manifest and dry-running it on the API server as you (nothing is "
+                     "created)… the answer will appear in a thread in this channel.", queued=True)
     if isinstance(command, LogsCommand):
         return Reply(f"📜 Fetching the log of {code(command.run, 80)}… it will appear in a thread in this "
                      "channel.", queued=True)
@@ -226,6 +231,8 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
             request = LogsRequest(command=command, **common)
         elif isinstance(command, TopologyValidateCommand | NodesValidateCommand):
             request = ClusterRequest(command=command, **common)
+        elif isinstance(command, ValidateCommand):
+            request = ValidateRequest(command=command, **common)
         else:
             raise TypeError(f"no job for {type(command).__name__}")
         timeout = settings.job_timeout_seconds

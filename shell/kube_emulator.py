@@ -293,6 +293,29 @@ def status_body(code: int, message: str, details: Mapping[str, str] | None = Non
     return body
 
 
+def invalid_status(kind: str, group: str, name: str, causes: Iterable[tuple[str, str, str]]) -> dict:
+    """The 422 the API server returns for a schema error; ``causes`` are (reason, field, message),
+    e.g. ("FieldValueRequired", "spec.template.spec.containers[0].image", "Required value")."""
+    listed = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
+    qualified = f"{kind}.{group}" if group else kind
+    text = ", ".join(f"{c['field']}: {c['message']}" for c in listed)
+    body = status_body(422, f'{qualified} "{name}" is invalid: {text}')
+    body["details"] = {"name": name, "group": group, "kind": kind, "causes": listed}
+    return body
+
+
+def webhook_denial(webhook: str, message: str) -> dict:
+    """A validating webhook's refusal as the API server relays it (controller-runtime's
+    `admission.Denied`: code 403, reason Forbidden)."""
+    return status_body(403, f'admission webhook "{webhook}" denied the request: {message}')
+
+
+def strict_decoding_error(paths: Iterable[str]) -> dict:
+    """`fieldValidation=Strict` and unknown fields: 400 BadRequest."""
+    fields = ", ".join(f'unknown field "{p}"' for p in paths)
+    return status_body(400, f"strict decoding error: {fields}")
+
+
 def plural_for(kind_or_plural: str) -> str:
     """Resource plural for a Kind ("Pod") or a plural ("pods")."""
     if kind_or_plural in KIND_PLURALS:
@@ -454,6 +477,10 @@ class KubeEmulator:
         self._resources: dict[str, set[str]] = {g: set(r) for g, r in KNOWN_RESOURCES.items()}
         self._rules: list[ForbidRule] = []
         self._faults: list[_Fault] = []
+        # (plural or "*", hook): a hook sees a created object and its caller and returns None or the
+        # Status body of a refusal (see `invalid_status`, `webhook_denial`), like validation and
+        # admission webhooks of a real API server; they answer dry runs and real creates alike.
+        self._admission: list[tuple[str, Callable[[dict[str, Any], CallerIdentity], dict | None]]] = []
         self._proxies: dict[tuple[str, str, str, str | None, str], tuple[bytes, int, str]] = {}
         self._watchers: list[_Watcher] = []
         self._compacted = 0  # watches from an older resourceVersion get 410 Gone (etcd compaction)
@@ -602,6 +629,11 @@ class KubeEmulator:
         with self._lock:
             self._rules.append(ForbidRule(verb, resource, user, group, namespace, subresource,
                                           cluster_scope))
+
+    def admit(self, plural: str, hook: Callable[[dict[str, Any], CallerIdentity], dict | None]) -> None:
+        """Add an admission hook for creates of ``plural`` ("*": every kind)."""
+        with self._lock:
+            self._admission.append((plural, hook))
 
     def clear_rules(self) -> None:
         """Drop every forbid rule."""
@@ -862,7 +894,7 @@ class KubeEmulator:
         if request.method == "POST" and target.name is None and target.subresource is None:
             self._check_forbidden("create", target, caller)
             self._check_fault(target)
-            return self._create(target, body)
+            return self._create(target, body, caller, dry_run=request.query.get("dryRun") == "All")
         if request.method == "DELETE" and target.name is not None and target.subresource is None:
             self._check_forbidden("delete", target, caller)
             self._check_fault(target)
@@ -891,8 +923,12 @@ class KubeEmulator:
             return await self._watch(request, target)
         return self._list(target, MultiDict(query))
 
-    def _create(self, target: _Target, body: Any) -> web.Response:
-        """POST to a collection: the object is stored (generateName honoured) and returned, 201."""
+    def _create(self, target: _Target, body: Any, caller: CallerIdentity, *,
+                dry_run: bool = False) -> web.Response:
+        """POST to a collection: the object is stored (generateName honoured) and returned, 201.
+
+        With ``dryRun=All`` the admission hooks (`admit`) answer first, as the API server's
+        validation and webhooks would, and the object is returned but not stored."""
         if not isinstance(body, dict):
             raise _HTTPStatus(400, "the body of the request was in an unknown format")
         obj = copy.deepcopy(body)
@@ -912,6 +948,15 @@ class KubeEmulator:
         obj.setdefault("kind", _kind_for(target.plural))
         obj.setdefault("apiVersion", f"{target.group}/{target.version}" if target.group else target.version)
         meta.setdefault("creationTimestamp", "2026-11-30T10:30:00Z")
+        with self._lock:
+            hooks = [hook for plural, hook in self._admission if plural in ("*", target.plural)]
+        for hook in hooks:
+            refusal = hook(copy.deepcopy(obj), caller)
+            if refusal is not None:
+                return web.json_response(refusal, status=int(refusal.get("code", 422)))
+        if dry_run:
+            meta.setdefault("uid", str(uuid.uuid4()))
+            return web.json_response(obj, status=201)
         stored = self.upsert(obj)
         return web.json_response(stored, status=201)
 

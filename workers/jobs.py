@@ -29,9 +29,10 @@ from workers.contracts.requests import (
     StatusRequest,
     StopRequest,
     ValidateNodesRequest,
+    ValidateRequest,
     WorkspaceRequest,
 )
-from workers.flows import cluster, escalation, failure, logs, mute, node_validation, status, watch
+from workers.flows import cluster, escalation, failure, logs, mute, node_validation, status, validate, watch
 from workers.services import current
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,12 @@ def cluster_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau cluster validate topology|nodes`."""
     services = current()
     return cluster.run_cluster(services, ClusterRequest.model_validate(request), job=get_current_job())
+
+
+def validate_job(request: dict[str, Any]) -> dict[str, Any]:
+    """`/tau validate`: a manifest checked and dry-run as the user."""
+    services = current()
+    return validate.run_validate(services, ValidateRequest.model_validate(request), job=get_current_job())
 
 
 def validate_nodes_press_job(request: dict[str, Any]) -> dict[str, Any]:

@@ -154,8 +154,10 @@ class FakeSlack:
             "views.open": self._views_open,
             "files.getUploadURLExternal": self._files_get_upload_url,
             "files.completeUploadExternal": self._files_complete_upload,
+            "files.info": self._files_info,
         }
         self._files: dict[str, dict[str, Any]] = {}
+        self._downloads: list[str] = []
 
     # ------------------------------------------------------------------ URLs
 
@@ -363,6 +365,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/response/{response_id}", self._handle_response_url)
         app.router.add_post("/upload/{file_id}", self._handle_upload)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self._handle_download)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await self._start_site()
@@ -474,6 +477,51 @@ class FakeSlack:
             self._files[file_id]["content"] = data
             self._changed.notify_all()
         return web.Response(text="OK - " + str(len(data)))
+
+    def seed_file(self, file_id: str, name: str, content: bytes, *, user: str, channels: list[str],
+                  groups: list[str] | None = None, size: int | None = None,
+                  download_url: str | None = None) -> None:
+        """A file a user shared, as `files.info` describes it (api.slack.com/methods/files.info:
+        `url_private_download` under /files-pri/<team>-<file>/download/<name>, `channels`,
+        `groups`, `ims`, `size`). ``size`` can lie, as a test of the download cap."""
+        with self._lock:
+            self._files[file_id] = {
+                "id": file_id, "name": name, "title": name, "filetype": "yaml", "mimetype": "text/plain",
+                "user": user, "size": len(content) if size is None else size, "mode": "snippet",
+                "url_private": f"{self.base_url}/files-pri/{self.team_id}-{file_id}/{name}",
+                "url_private_download": download_url
+                or f"{self.base_url}/files-pri/{self.team_id}-{file_id}/download/{name}",
+                "permalink": f"https://{self.team_domain}.slack.com/files/{user}/{file_id}/{name}",
+                "channels": list(channels), "groups": list(groups or []), "ims": [],
+                "content": content, "seeded": True,
+            }
+
+    def downloads(self) -> list[str]:
+        """The Authorization header of each file download, in order."""
+        with self._lock:
+            return list(self._downloads)
+
+    async def _handle_download(self, request: web.Request) -> web.Response:
+        team_file = request.match_info["team_file"]
+        file_id = team_file.split("-", 1)[-1]
+        with self._lock:
+            self._downloads.append(request.headers.get("Authorization", ""))
+            f = self._files.get(file_id)
+            if f is None or not f.get("seeded"):
+                return web.Response(status=404, text="file not found")
+            auth = request.headers.get("Authorization", "")
+            if not auth.startswith("Bearer xoxb-") or (self.token and auth != f"Bearer {self.token}"):
+                # Slack answers an unauthenticated download with its sign-in page, not the file.
+                return web.Response(status=200, text="<!DOCTYPE html><html>sign in</html>",
+                                    content_type="text/html")
+            return web.Response(body=f["content"], content_type="application/octet-stream")
+
+    def _files_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        f = self._files.get(str(params.get("file") or ""))
+        if f is None or not f.get("seeded"):
+            return {"ok": False, "error": "file_not_found"}
+        shown = {k: v for k, v in f.items() if k not in ("content", "seeded")}
+        return {"ok": True, "file": shown, "comments": [], "response_metadata": {"next_cursor": ""}}
 
     def files(self) -> list[dict[str, Any]]:
         """Uploaded files: ``{id, filename, content (bytes), channel, thread_ts, title}``."""

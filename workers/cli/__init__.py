@@ -12,7 +12,7 @@ import sys
 from .errors import UsageError
 from .registry import REGISTERED, Parser
 
-MODULES = ("diagnose", "workspace", "logs", "cluster", "monitor", "services", "shell")
+MODULES = ("diagnose", "workspace", "logs", "cluster", "validate", "monitor", "services", "shell")
 
 
 def build_parser() -> Parser:

@@ -137,8 +137,33 @@ class NodesValidateCommand(_Command):
         return " ".join(parts)
 
 
+MAX_MANIFEST_BYTES = 256 * 1024
+SLACK_FILE_ID = re.compile(r"^F[A-Z0-9]{6,20}$")
+
+
+class ValidateCommand(_Command):
+    """`/tau validate [--workspace W]` with a manifest pasted in a code block, or a link to a file
+    shared in the channel: layer 3 before submitting (a dry run as the user)."""
+
+    verb: Literal["validate"] = "validate"
+    workspace: Dns1123 | None = None
+    manifest: str | None = Field(default=None, max_length=MAX_MANIFEST_BYTES)
+    file_id: str | None = Field(default=None, pattern=SLACK_FILE_ID.pattern)
+
+    def display(self) -> str:
+        parts = ["/tau validate"]
+        if self.workspace:
+            parts += ["--workspace", self.workspace]
+        if self.file_id:
+            parts.append(f"(file {self.file_id})")
+        elif self.manifest is not None:
+            lines = self.manifest.count("\n") + 1
+            parts.append(f"(pasted manifest, {lines} line{'s' if lines != 1 else ''})")
+        return " ".join(parts)
+
+
 Command = (StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand | LogsCommand
-           | TopologyValidateCommand | NodesValidateCommand)
+           | TopologyValidateCommand | NodesValidateCommand | ValidateCommand)
 
 USAGE: dict[str, str] = {
     "status": "/tau status <run> [--workspace W] [--watch [--interval N]] [--run-profile]",
@@ -148,6 +173,7 @@ USAGE: dict[str, str] = {
     "cluster validate topology": "/tau cluster validate topology [--profile P] [--workspace W]",
     "cluster validate nodes": "/tau cluster validate nodes --gpu-class C | --selector S [--min-healthy N] "
                               "[--timeout 2m]",
+    "validate": "/tau validate [--workspace W] ```<Job or RayJob YAML>``` | <link to a file shared here>",
     "help": "/tau help",
 }
 DESCRIPTIONS: dict[str, str] = {
@@ -157,5 +183,6 @@ DESCRIPTIONS: dict[str, str] = {
     "workspace status": "check that a TauWorkspace is Ready (layer 2)",
     "cluster validate topology": "each ready profile's ResourceFlavors have matching Ready nodes (layer 6)",
     "cluster validate nodes": "operator-only: validation pods on GPU nodes, created as you (layer 6)",
+    "validate": "before you submit: check a Job or RayJob manifest and dry-run it on the API server as you",
     "help": "this list",
 }

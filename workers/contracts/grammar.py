@@ -31,8 +31,10 @@ from .commands import (
     DNS1123_LABEL,
     MAX_INTERVAL_SECONDS,
     MAX_LOG_TAIL,
+    MAX_MANIFEST_BYTES,
     MIN_INTERVAL_SECONDS,
     SELECTOR,
+    SLACK_FILE_ID,
     USAGE,
     Command,
     HelpCommand,
@@ -40,6 +42,7 @@ from .commands import (
     NodesValidateCommand,
     StatusCommand,
     TopologyValidateCommand,
+    ValidateCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
 )
@@ -87,10 +90,10 @@ _VALUE_FLAGS = {"status": {"--workspace", "--interval"}, "workspace connection":
                 "workspace status": set(), "help": set(), "logs": {"--tail", "--workspace"},
                 "cluster validate topology": {"--profile", "--workspace"},
                 "cluster validate nodes": {"--gpu-class", "--selector", "--min-healthy", "--timeout",
-                                           "--workspace"}}
+                                           "--workspace"}, "validate": {"--workspace"}}
 _BOOL_FLAGS = {"status": {"--watch", "--run-profile"}, "workspace connection": set(),
                "workspace status": set(), "help": set(), "logs": {"--previous"},
-               "cluster validate topology": set(), "cluster validate nodes": set()}
+               "cluster validate topology": set(), "cluster validate nodes": set(), "validate": set()}
 GPU_CLASS_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery's label (node-health.md §1.3)
 
 
@@ -247,8 +250,67 @@ def _parse_logs(words: list[str]) -> LogsCommand:
                        workspace=_check_name(str(workspace), "workspace name", "logs") if workspace else None)
 
 
+_FILE_LINK = re.compile(r"^<?https://[A-Za-z0-9.-]+\.slack\.com/files/[A-Z0-9]+/(F[A-Z0-9]+)(/[^\s|>]*)?(\|[^>]*)?>?$")
+_FENCE = "```"
+
+
+def _unescape_slack(text: str) -> str:
+    """Slack sends `&`, `<` and `>` of slash-command text as entities (its formatting docs)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def _code_block(text: str) -> str:
+    """The inside of a ``` fence, without a `yaml`/`json` language tag on its first line."""
+    inner = text.split(_FENCE, 1)[0]
+    first, newline, rest = inner.partition("\n")
+    if newline and first.strip().lower() in ("yaml", "yml", "json"):
+        return rest
+    return inner
+
+
+def _parse_validate(rest: str) -> ValidateCommand:
+    """Flags on the first line; then the manifest in a code block (or on the following lines),
+    or a link to a shared file (or its id) as the one argument."""
+    if _FENCE in rest:
+        head, _, tail = rest.partition(_FENCE)
+        manifest: str | None = _code_block(tail)
+    elif "\n" in rest:
+        head, _, manifest = rest.partition("\n")
+    else:
+        head, manifest = rest, None
+    positionals, flags = _options(_split(head), "validate")
+    workspace = flags.get("--workspace")
+    ws = _check_name(str(workspace), "workspace name", "validate") if workspace else None
+    file_id = None
+    if positionals:
+        if len(positionals) > 1:
+            raise CommandError(f"unexpected argument {_echo(positionals[1])}", "validate")
+        word = _unescape_slack(positionals[0])
+        link = _FILE_LINK.match(word)
+        file_id = link.group(1) if link else word
+        if not SLACK_FILE_ID.match(file_id):
+            raise CommandError(f"{_echo(positionals[0])} is not a Slack file: paste the manifest in a code "
+                               "block after the command, or give the link of a file shared here", "validate")
+        if manifest is not None and manifest.strip():
+            raise CommandError("give the manifest once: a code block or a file, not both", "validate")
+        return ValidateCommand(workspace=ws, file_id=file_id)
+    if manifest is None or not manifest.strip():
+        raise CommandError("no manifest: paste the Job or RayJob YAML in a code block after the command, "
+                           "or give the link of a file shared in this channel", "validate")
+    manifest = _unescape_slack(manifest)
+    size = len(manifest.encode("utf-8", errors="replace"))
+    if size > MAX_MANIFEST_BYTES:
+        raise CommandError(f"the pasted manifest is {size // 1024} KiB; the limit is "
+                           f"{MAX_MANIFEST_BYTES // 1024} KiB for one Job or RayJob", "validate")
+    return ValidateCommand(workspace=ws, manifest=manifest)
+
+
 def parse(text: str) -> Command:
     """Parse the text after `/tau`; raises `CommandError` for anything it does not understand."""
+    stripped = (text or "").lstrip()
+    verb_word = stripped.split(None, 1)[0] if stripped else ""
+    if verb_word.lower() == "validate":
+        return _parse_validate(stripped[len(verb_word):])
     words = _split(text or "")
     if not words or words[0] in ("help", "--help", "-h"):
         if len(words) > 1:
@@ -275,6 +337,7 @@ __all__ = [
     "Command",
     "HelpCommand",
     "StatusCommand",
+    "ValidateCommand",
     "CommandError",
     "WorkspaceConnectionCommand",
     "WorkspaceStatusCommand",

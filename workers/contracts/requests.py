@@ -18,6 +18,7 @@ from .commands import (
     NodesValidateCommand,
     StatusCommand,
     TopologyValidateCommand,
+    ValidateCommand,
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
 )
@@ -63,6 +64,13 @@ class ClusterRequest(CommandRequest):
     job: ClassVar[str] = f"{JOBS}.cluster_job"
     retried: ClassVar[bool] = False  # a retry of `validate nodes` would create its pods again
     command: TopologyValidateCommand | NodesValidateCommand
+
+
+class ValidateRequest(CommandRequest):
+    """`/tau validate`: reads and a dry run only, so a retry after an outage is harmless."""
+
+    job: ClassVar[str] = f"{JOBS}.validate_job"
+    command: ValidateCommand
 
 
 class EscalateRequest(BaseModel):

@@ -23,7 +23,7 @@ class LayerReport(BaseModel):
     """Layer 1 (`workspace connection`), layer 2 (`workspace status`) or layer 6
     (`cluster validate topology|nodes`) as one answer."""
 
-    layer: Literal[1, 2, 6]
+    layer: Literal[1, 2, 3, 4, 6]
     workspace: str | None
     ok: bool
     summary: str

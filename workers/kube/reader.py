@@ -60,6 +60,19 @@ class ReadError(BaseModel):
         return f"unavailable ({self.detail})" if self.detail else "unavailable"
 
 
+class DryRunAnswer(BaseModel):
+    """The API server's answer to a dry-run create: the object it would store, or its Status."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: int
+    body: dict[str, Any]
+
+    @property
+    def accepted(self) -> bool:
+        return 200 <= self.status < 300
+
+
 class KubeRequestError(Exception):
     """The API server rejected the request itself (bad selector, bad path): a bug."""
 
@@ -326,6 +339,25 @@ class KubeReader:
             parsed = None
         return parsed if isinstance(parsed, dict) else {}
 
+    async def dry_run_create(self, path: str, body: Mapping[str, Any]) -> DryRunAnswer | ReadError:
+        """POST ``body`` to the collection at ``path`` with ``dryRun=All``: the API server runs
+        authentication, RBAC, schema validation (``fieldValidation=Strict``: unknown fields are
+        errors) and every admission webhook, and stores nothing. The only write `/tau validate`
+        makes; ``dryRun`` is set here, never by the caller, so it cannot be forgotten. Every HTTP
+        answer is a value with the server's Status (403, 422 ``details.causes``, a webhook denial)."""
+        query: list[tuple[str, QueryValue]] = [("dryRun", "All"), ("fieldValidation", "Strict")]
+        result = await self._call("POST", path, "create", query, body)
+        if isinstance(result, ReadError):
+            return result
+        status, data = result
+        try:
+            parsed = json.loads(data)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            parsed = {"message": data[:200].decode("utf-8", errors="replace").strip()}
+        return DryRunAnswer(status=status, body=parsed)
+
     async def access_review(self, verb: str, resource: str, group: str = "",
                             namespace: str | None = None, subresource: str | None = None,
                             name: str | None = None) -> bool | ReadError:
@@ -374,6 +406,7 @@ def _status_message(data: bytes) -> str:
 
 
 __all__ = [
+    "DryRunAnswer",
     "KubeReader",
     "KubeRequestError",
     "ReadError",

@@ -395,12 +395,16 @@ def build_error_card(
     )
 
 
-def build_workspace_card(report: LayerReport, *, command: str) -> WorkspaceCardContext:
-    """The answer to `/tau workspace connection|status`: the layer's verdict and its checks."""
+def build_workspace_card(report: LayerReport, *, command: str, title: str | None = None,
+                         name: str | None = None, layers: str | None = None,
+                         quote: str = "") -> WorkspaceCardContext:
+    """The answer to `/tau workspace connection|status`, `cluster validate …` and `validate`:
+    the verdict, one line per check, the handoff, and the server's own words (``quote``)."""
     verdict = "✅ passed" if report.ok else "❌ failed"
-    title = {1: "Workspace connection", 2: "Workspace readiness", 6: "Cluster validation"}[report.layer]
-    name = report.workspace or "?"
-    header = plain(f"{title} · {name} · layer {report.layer} {verdict}", MAX_HEADER_TEXT)
+    titles = {1: "Workspace connection", 2: "Workspace readiness", 6: "Cluster validation"}
+    title = title or titles[report.layer]
+    name = name or report.workspace or "?"
+    header = plain(f"{title} · {name} · {layers or f'layer {report.layer}'} {verdict}", MAX_HEADER_TEXT)
     lines = [
         f"{CHECK_EMOJI.get(c.state, '•')} *{escape(c.name, 200)}* — {escape(c.detail, 300)}"
         for c in report.checks
@@ -412,6 +416,7 @@ def build_workspace_card(report: LayerReport, *, command: str) -> WorkspaceCardC
                 f"*Owner:* {escape(report.owner or 'platform', 60)} · "
                 f"*Transient:* {_transient_text(report.transient)}",
                 f"*Next action:* {escape(report.next_action, 2000)}",
+                *([f"*The API server said:* {code(quote, 1200)}"] if quote else []),
             ],
             MAX_SECTION_TEXT,
         )
@@ -423,6 +428,14 @@ def build_workspace_card(report: LayerReport, *, command: str) -> WorkspaceCardC
         reference=f"{code(command, 300)}" + (f" · phase {escape(report.phase, 60)}" if report.phase else ""),
         fallback=escape(f"{title} {name}: {'passed' if report.ok else 'failed'} — {report.summary}", 500),
     )
+
+
+def build_validation_card(report: Any, *, command: str) -> WorkspaceCardContext:
+    """The answer to `/tau validate`: layers 1–4 for a manifest not yet submitted."""
+    where = "offline checks" if report.offline else "layers 1–4"
+    layers = where if report.ok else f"layer {report.layer}"
+    return build_workspace_card(report, command=command, title="Manifest validation", name=report.manifest,
+                                layers=layers, quote=report.server_message)
 
 
 LOG_CARD_LINES = 20

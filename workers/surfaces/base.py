@@ -57,5 +57,9 @@ class Surface(Protocol):
 
     def user_by_email(self, email: str) -> dict[str, Any] | Failed: ...
 
+    def shared_file(self, file_id: str, channel: str, max_bytes: int) -> bytes | Failed:
+        """The bytes of a file shared in ``channel`` (never one the channel cannot see), at most
+        ``max_bytes``: `/tau validate` with a file link."""
+
 
 __all__ = ["Failed", "FailureKind", "Sent", "Surface"]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import re
+import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -134,6 +136,48 @@ class SlackSurface:
             return dict(self.client.users_lookupByEmail(email=email)["user"])
         except (SlackApiError, SlackClientError, OSError) as exc:
             return self._failed(exc, frozenset())
+
+    def _download_host_ok(self, url: str) -> bool:
+        """The bot token goes only to Slack's own file host (or the API host configured, which is
+        the fake Slack in tests): a `url_private_download` elsewhere is refused, not fetched."""
+        host = urlsplit(url).hostname or ""
+        api_host = urlsplit(self.client.base_url).hostname or ""
+        return host == "files.slack.com" or host.endswith(".slack.com") or host == api_host
+
+    def shared_file(self, file_id: str, channel: str, max_bytes: int) -> bytes | Failed:
+        """`files.info` (scope `files:read`), then the download with the bot token.
+
+        The bot sees files of every channel it is in; the command's channel is where the
+        answer is posted, so only a file shared *there* is read — a link to a file from a
+        private channel the requester may not see is refused as "not shared here". The
+        download URL is a capability; it is never logged."""
+        try:
+            info = dict(self.client.files_info(file=file_id)["file"])
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            failed = self._failed(exc, frozenset())
+            if failed.error == "file_not_found":
+                return Failed(kind="not_found", error="file_not_found")
+            return failed
+        shared_in = {*info.get("channels", []), *info.get("groups", []), *info.get("ims", [])}
+        for scope in ("public", "private"):
+            shared_in.update(((info.get("shares") or {}).get(scope) or {}).keys())
+        if channel not in shared_in:
+            return Failed(kind="not_found", error="not_shared_here")
+        size = int(info.get("size") or 0)
+        if size > max_bytes:
+            return Failed(kind="error", error=f"too_large:{size}")
+        url = str(info.get("url_private_download") or info.get("url_private") or "")
+        if not url or not self._download_host_ok(url):
+            return Failed(kind="error", error="no_download")
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.client.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - host checked
+                data = response.read(max_bytes + 1)
+        except OSError as exc:
+            return Failed(kind="unreachable", error=type(exc).__name__)
+        if len(data) > max_bytes:
+            return Failed(kind="error", error=f"too_large:{len(data)}")
+        return data
 
 
 __all__ = ["CANNOT_POST", "GONE", "SlackSurface", "retry_after", "slack_error"]

@@ -118,5 +118,9 @@ class TerminalSurface:
             return {"id": self.user, "deleted": False, "is_bot": False}
         return Failed(kind="not_found", error="users_not_found")
 
+    def shared_file(self, file_id: str, channel: str, max_bytes: int) -> bytes | Failed:
+        """A terminal has no shared files: `taubot validate FILE` reads one from disk."""
+        return Failed(kind="error", error="files are a Slack feature: run `taubot validate FILE`")
+
 
 __all__ = ["PressableButton", "TerminalSurface"]
