@@ -1196,8 +1196,11 @@ __all__ = [
     "CallerIdentity",
     "KubeEmulator",
     "RecordedRequest",
+    "invalid_status",
     "label_selector_matches",
     "plural_for",
     "running_emulator",
     "status_body",
+    "strict_decoding_error",
+    "webhook_denial",
 ]

@@ -116,7 +116,19 @@ def test_slack_manifest_contract() -> None:
         "usergroups:read",
         "im:write",
         "files:write",  # /tau logs attaches the tail (files_upload_v2)
+        "files:read",  # /tau validate <file link> (files.info + url_private_download)
     }
+
+
+def test_slack_manifest_usage_hint_names_every_command_of_the_grammar() -> None:
+    from workers.contracts.commands import USAGE
+
+    manifest = load_all(DEPLOY / "slack-app-manifest.yaml")[0]
+    (command,) = manifest["features"]["slash_commands"]
+    hint = command["usage_hint"]
+    for verb in USAGE:
+        head = " ".join(verb.split()[:2]) if verb.startswith("cluster") else verb
+        assert head in hint, f"/tau {verb} is missing from the manifest's usage_hint"
 
 
 # --- Helm chart ------------------------------------------------------------------------
