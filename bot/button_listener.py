@@ -14,8 +14,11 @@ from typing import Any, Protocol
 
 from bot.identity import Unmapped
 from workers.contracts.identity import Identity
+from workers.logsafe import audit
+from workers.metrics import PRESSES
 
 log = logging.getLogger(__name__)
+_IDENTITY_KEY = "__taubot_identity"
 
 
 class Resolver(Protocol):
@@ -31,6 +34,12 @@ class ButtonListener:
     def _handle(self, body: dict[str, Any]) -> tuple[str, str | None]:
         raise NotImplementedError
 
+    @staticmethod
+    def note_identity(body: dict[str, Any], identity: Identity | Unmapped) -> None:
+        """Remember as whom the press acts, for its audit line (the body is this press's own)."""
+        if isinstance(identity, Identity):
+            body[_IDENTITY_KEY] = identity
+
     def handle(self, body: dict[str, Any], respond: Callable[..., Any]) -> str:
         """Returns what happened (for logs and tests); never raises."""
         try:
@@ -38,6 +47,14 @@ class ButtonListener:
         except Exception:  # noqa: BLE001 - see module docstring
             log.exception("%s press failed before queueing", self.name)
             outcome, text = "error", self.failure_text
+        identity = body.pop(_IDENTITY_KEY, None)
+        action = next(iter(body.get("actions") or []), {}) or {}
+        PRESSES.labels(self.name, outcome).inc()
+        audit("press", action=self.name, slack_user=str((body.get("user") or {}).get("id") or ""),
+              channel=str((body.get("channel") or {}).get("id") or ""),
+              k8s_user=identity.user if identity else None,
+              k8s_groups=list(identity.groups) if identity else None,
+              value=str(action.get("value") or "")[:80], outcome=outcome)
         if text:
             try:
                 respond(text=text, response_type="ephemeral", replace_original=False)

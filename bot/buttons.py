@@ -61,6 +61,7 @@ class EscalateButton(ButtonListener):
             log.warning("escalate press by %r refused: value not signed by taubot", user[:20])
             return "tampered", TAMPERED
         identity = self.resolver.resolve(user)
+        self.note_identity(body, identity)
         if isinstance(identity, Unmapped):
             log.info("escalate press refused for %s: %s", user, identity.detail)
             return "unmapped", f"⛔ {escape(identity.reason, 1000)}"
@@ -106,6 +107,7 @@ class RecordButton(ButtonListener):
         if record_id is None or not SLACK_USER.match(user):
             return "tampered", f"⛔ taubot did not issue this button, so nothing was {self.verb}."
         identity = self.resolver.resolve(user)
+        self.note_identity(body, identity)
         if isinstance(identity, Unmapped):
             return "unmapped", f"⛔ {escape(identity.reason, 1000)}"
         request = self.request_type(record_id=record_id, user=user, identity=identity,

@@ -14,6 +14,7 @@ working" note and the eventual refusal or error through `response_url`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -25,6 +26,7 @@ from redis import RedisError
 
 from bot.identity import ASK_OPERATOR, Unmapped
 from workers.contracts.commands import (
+    USAGE,
     Command,
     HelpCommand,
     LogsCommand,
@@ -45,6 +47,8 @@ from workers.contracts.requests import (
     ValidateRequest,
     WorkspaceRequest,
 )
+from workers.logsafe import audit
+from workers.metrics import ACK_SECONDS, COMMANDS
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import code, escape
 from workers.settings import Settings
@@ -166,44 +170,67 @@ class TauCommands:
 
     def handle(self, payload: dict[str, Any], respond: Callable[..., Any]) -> Reply:
         """The ephemeral ack for one slash command; later news, if any, goes to ``respond``."""
+        started = time.perf_counter()
         try:
             command = parse(str(payload.get("text") or ""))
         except CommandError as error:
+            self._audit(payload, None, error.verb or "unknown", None, "usage", started)
             return usage_reply(error)
         if isinstance(command, HelpCommand):
+            self._audit(payload, None, "help", None, "help", started)
             return help_reply()
         future = self.executor.submit(self.authorize_and_enqueue, command, payload)
         try:
-            return future.result(timeout=self.ack_budget)
+            reply, outcome, identity = future.result(timeout=self.ack_budget)
         except FutureTimeout:
             future.add_done_callback(lambda done: self._late(done, respond))
+            self._audit(payload, None, command.verb, command, "pending", started)
             return STILL_WORKING
+        self._audit(payload, identity, command.verb, command, outcome, started)
+        return reply
 
-    def authorize_and_enqueue(self, command: Command, payload: dict[str, Any]) -> Reply:
-        """Never raises: every outcome is a reply the user can read."""
+    @staticmethod
+    def _audit(payload: dict[str, Any], identity: Identity | None, kind: str, command: Command | None,
+               outcome: str, started: float) -> None:
+        """The audit line and the metrics of one command, once its ack is decided."""
+        COMMANDS.labels(kind if kind in USAGE else "unknown", outcome).inc()
+        ACK_SECONDS.observe(time.perf_counter() - started)
+        audit("command", slack_user=str(payload.get("user_id") or ""),
+              channel=str(payload.get("channel_id") or ""),
+              k8s_user=identity.user if identity else None,
+              k8s_groups=list(identity.groups) if identity else None,
+              command=command.display() if command is not None and hasattr(command, "display") else kind,
+              run=getattr(command, "run", None), workspace=getattr(command, "workspace", None),
+              outcome=outcome)
+
+    def authorize_and_enqueue(self, command: Command, payload: dict[str, Any]
+                              ) -> tuple[Reply, str, Identity | None]:
+        """Never raises: every outcome is a reply the user can read, with its audit outcome and
+        the identity it ran as."""
         user = str(payload.get("user_id") or "")
         try:
             identity = self.resolver.resolve(user)
         except Exception:  # noqa: BLE001 - the resolver promises values; be safe anyway
             log.exception("identity resolution raised for %s", user)
-            return INTERNAL_ERROR
+            return INTERNAL_ERROR, "error", None
         if isinstance(identity, Unmapped):
             log.info("refused %s: %s", user, identity.detail)
-            return Reply(f"⛔ {escape(identity.reason, 1000)}")
+            return Reply(f"⛔ {escape(identity.reason, 1000)}"), "unmapped", None
         try:
             self.enqueue(command, identity, payload)
         except RedisError as exc:
             log.warning("enqueue failed, Redis unreachable: %s", exc)
-            return QUEUE_DOWN
+            return QUEUE_DOWN, "queue_down", identity
         except Exception:  # noqa: BLE001 - never let the user wait for a dispatch_failed
             log.exception("enqueue failed")
-            return INTERNAL_ERROR
-        return queued_reply(command)
+            return INTERNAL_ERROR, "error", identity
+        return queued_reply(command), "queued", identity
 
-    def _late(self, done: Future[Reply], respond: Callable[..., Any]) -> None:
+    def _late(self, done: Future[tuple[Reply, str, Identity | None]], respond: Callable[..., Any]) -> None:
         """After a "still working" ack: tell the user only if nothing was started."""
         try:
-            reply = done.result()
+            reply, outcome, _ = done.result()
+            audit("command-late", outcome=outcome)
             if not reply.queued:
                 respond(text=reply.text, response_type="ephemeral", replace_original=False)
         except Exception:  # noqa: BLE001 - a thread callback has nobody to raise to

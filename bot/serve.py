@@ -1,7 +1,7 @@
 """Transports for the Bolt app: HTTP (production) and Socket Mode (development).
 
 HTTP mode is Bolt's WSGI adapter behind the standard library's threading WSGI
-server. Why not a framework: the bot serves exactly two paths — Slack's
+server. Why not a framework: the bot serves Slack's
 `/slack/events` (slash commands and interactivity share it, see the app
 manifest) and the kubelet's `/healthz` — and a thread per request is what the
 sync Bolt app expects. The listen backlog is raised from the standard
@@ -22,10 +22,11 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
+from workers.health_http import HEALTH_PATH, Ready, route
+
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
-HEALTH_PATH = "/healthz"
 # Slack's largest payloads (a block_actions press echoing a 50-block card) are tens of kB.
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -44,14 +45,15 @@ class _QuietHandler(WSGIRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
 
-def wsgi_app(app: App) -> WsgiApp:
-    """Route `/healthz` here and everything else to Bolt (which 404s unknown paths)."""
+def wsgi_app(app: App, ready: Ready | None = None) -> WsgiApp:
+    """Route `/healthz`, `/readyz` and `/metrics` (workers/health_http.py) here and everything
+    else to Bolt (which 404s unknown paths)."""
     slack = SlackRequestHandler(app, path=EVENTS_PATH)
 
     def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == HEALTH_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
-            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
-            return [b"ok\n"]
+        answered = route(environ, start_response, ready=ready)
+        if answered is not None:
+            return answered
         refused = _refuse_early(environ)
         if refused is not None:
             status, why = refused
@@ -79,17 +81,18 @@ def _refuse_early(environ: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def make_http_server(app: App, host: str = "0.0.0.0", port: int = 3000) -> WSGIServer:
+def make_http_server(app: App, host: str = "0.0.0.0", port: int = 3000,
+                     ready: Ready | None = None) -> WSGIServer:
     """A bound, not yet serving, server; ``server_port`` tells the port when 0 was asked."""
-    return make_server(host, port, wsgi_app(app), server_class=_ThreadingWSGIServer,
+    return make_server(host, port, wsgi_app(app, ready), server_class=_ThreadingWSGIServer,
                        handler_class=_QuietHandler)
 
 
 class BackgroundServer:
     """An HTTP server on a daemon thread: for tests and the benchmark, same code as `serve http`."""
 
-    def __init__(self, app: App, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.server = make_http_server(app, host, port)
+    def __init__(self, app: App, host: str = "127.0.0.1", port: int = 0, ready: Ready | None = None) -> None:
+        self.server = make_http_server(app, host, port, ready)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
                                        name="taubot-http", daemon=True)
 
@@ -108,9 +111,9 @@ class BackgroundServer:
         self.thread.join(timeout=5)
 
 
-def serve_http(app: App, host: str, port: int) -> None:
+def serve_http(app: App, host: str, port: int, ready: Ready | None = None) -> None:
     """Serve until interrupted."""
-    server = make_http_server(app, host, port)
+    server = make_http_server(app, host, port, ready)
     log.info("taubot listening on http://%s:%s%s", host, server.server_port, EVENTS_PATH)
     try:
         server.serve_forever()

@@ -44,6 +44,7 @@ class StopWatchingButton(ButtonListener):
         channel = str((body.get("channel") or {}).get("id")
                       or (body.get("container") or {}).get("channel_id") or "")
         identity = self.resolver.resolve(user)
+        self.note_identity(body, identity)
         try:
             stop = StopRequest(watch=str(action.get("value") or ""), user=user, channel=channel,
                                identity=None if isinstance(identity, Unmapped) else identity,

@@ -33,11 +33,13 @@ from workers.contracts.requests import (
     WorkspaceRequest,
 )
 from workers.flows import cluster, escalation, failure, logs, mute, node_validation, status, validate, watch
+from workers.metrics import ESCALATIONS, counted, observe_tick_lag
 from workers.services import current
 
 log = logging.getLogger(__name__)
 
 
+@counted("status")
 def status_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau status` (and `--watch`, which starts or joins a watch)."""
     services = current()
@@ -47,12 +49,14 @@ def status_job(request: dict[str, Any]) -> dict[str, Any]:
     return outcome.__dict__
 
 
+@counted("workspace")
 def workspace_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau workspace connection|status`."""
     services = current()
     return status.run_workspace(services, WorkspaceRequest.model_validate(request), job=get_current_job())
 
 
+@counted("logs")
 def logs_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau logs`."""
     services = current()
@@ -60,47 +64,57 @@ def logs_job(request: dict[str, Any]) -> dict[str, Any]:
                          now=services.clock.now())
 
 
+@counted("cluster")
 def cluster_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau cluster validate topology|nodes`."""
     services = current()
     return cluster.run_cluster(services, ClusterRequest.model_validate(request), job=get_current_job())
 
 
+@counted("validate")
 def validate_job(request: dict[str, Any]) -> dict[str, Any]:
     """`/tau validate`: a manifest checked and dry-run as the user."""
     services = current()
     return validate.run_validate(services, ValidateRequest.model_validate(request), job=get_current_job())
 
 
+@counted("validate-nodes")
 def validate_nodes_press_job(request: dict[str, Any]) -> dict[str, Any]:
     """A *Validate these nodes* press on a layer-6 card."""
     services = current()
     return node_validation.run_validate_press(services, ValidateNodesRequest.model_validate(request))
 
 
+@counted("mute")
 def mute_job(request: dict[str, Any]) -> str:
     """A *Mute 24 h* press on an auto-post."""
     services = current()
     return mute.run_mute(services, MuteRequest.model_validate(request), now=services.clock.now())
 
 
+@counted("watch-tick")
 def watch_tick(wid: str, tick: int) -> dict[str, Any]:
     """One refresh of a watched card."""
     services = current()
+    job = get_current_job()
+    observe_tick_lag(job.enqueued_at if job is not None else None)
     return watch.run_tick(services, wid, tick, now=services.clock.now())
 
 
+@counted("stop")
 def stop_job(request: dict[str, Any]) -> str:
     """A Stop watching press."""
     services = current()
     return watch.run_stop(services, StopRequest.model_validate(request), now=services.clock.now())
 
 
+@counted("escalate")
 def escalate_job(request: dict[str, Any]) -> dict[str, Any]:
     """An Escalate press."""
     services = current()
     outcome = escalation.run_escalation(EscalateRequest.model_validate(request), services,
                                         now=services.clock.now())
+    ESCALATIONS.labels(outcome.status).inc()
     return outcome.__dict__
 
 

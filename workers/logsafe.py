@@ -12,7 +12,9 @@ so no library can log them whatever it does.
 from __future__ import annotations
 
 import logging
+import os
 import re
+from typing import Any
 
 MAX_LINE = 600
 _PATTERNS = (
@@ -21,6 +23,8 @@ _PATTERNS = (
     (re.compile(r"(response_url[\"']?\s*[:=]\s*[\"']?)[^\s'\"&,)]+", re.IGNORECASE), r"\1[redacted]"),
     (re.compile(r"xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+"), "xox?-[redacted]"),
     (re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE), r"\1[redacted]"),
+    # A shared file's url_private(_download): fetchable with the bot token, so never logged.
+    (re.compile(r"https?://[^\s'\"]*/files-pri/[^\s'\"&,)]*", re.IGNORECASE), "https://[file url redacted]"),
 )
 
 
@@ -45,12 +49,62 @@ class Redactor(logging.Filter):
         return True
 
 
-def install(level: int = logging.INFO) -> None:
-    """Configure the root logger once, with the redactor on its handler."""
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+class AuditRedactor(logging.Filter):
+    """The audit record's fields pass the same redaction as messages (a command's text may
+    carry a pasted token; a press's value is the user's)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = getattr(record, "audit", None)
+        if isinstance(fields, dict):
+            record.audit = _redact_value(fields)
+        return True
+
+
+AUDIT = logging.getLogger("taubot.audit")
+AUDIT.setLevel(logging.INFO)  # audit lines are kept whatever the process's level
+JSON_FIELDS = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def audit(event: str, **fields: Any) -> None:
+    """One audit line: who (Slack user, Kubernetes identity), what, which run, outcome.
+
+    In JSON mode the fields are the record's `audit` object; in text mode they follow the
+    message as key=value, so `grep taubot.audit` works either way."""
+    shown = " ".join(f"{k}={v}" for k, v in fields.items() if v not in (None, "", [], ()))
+    AUDIT.info("%s %s", event, shown, extra={"audit": {"event": event, **fields}})
+
+
+def install(level: int = logging.INFO, *, json_lines: bool | None = None) -> None:
+    """Configure the root logger once: JSON lines (python-json-logger) when ``json_lines`` or
+    ``TAUBOT_LOG_FORMAT=json`` (the image's default), else text; the redactor on the handler."""
+    if json_lines is None:
+        json_lines = os.environ.get("TAUBOT_LOG_FORMAT", "text").lower() == "json"
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, Redactor) for f in handler.filters):
-            handler.addFilter(Redactor())
+        configure(handler, json_lines=json_lines)
 
 
-__all__ = ["Redactor", "install", "redact"]
+def configure(handler: logging.Handler, *, json_lines: bool) -> logging.Handler:
+    """Put the redactors (and, for JSON lines, python-json-logger's formatter) on ``handler``."""
+    if json_lines:
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(JsonFormatter(JSON_FIELDS, rename_fields={"levelname": "level",
+                                                                       "asctime": "time"}))
+    for kind in (Redactor, AuditRedactor):
+        if not any(isinstance(f, kind) for f in handler.filters):
+            handler.addFilter(kind())
+    return handler
+
+
+__all__ = ["AUDIT", "AuditRedactor", "Redactor", "audit", "configure", "install", "redact"]

@@ -2,7 +2,7 @@
 
 Settings, the Redis pool, the descriptor registry (re-read when its files
 change, so a ConfigMap update needs no restart), the Kubernetes client
-factory, the surface cards go to, the clock, the queue and the metrics.
+factory, the surface cards go to, the clock and the queue.
 Built once (`taubot worker` builds it before rq forks, so work horses
 inherit it), or installed by a test or the shell with a manual clock, a
 terminal surface or an inline queue.
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from prometheus_client import CollectorRegistry, Counter
 from rq import Queue
 
 from workers.clock import Clock, SystemClock
@@ -76,17 +75,6 @@ class KubeClients:
         return await make_bot_client(target)
 
 
-class Metrics:
-    """Counters of what the process did, in a registry of its own (served on /metrics later)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.jobs = Counter("taubot_jobs", "Jobs run, by job and outcome", ["job", "outcome"],
-                            registry=self.registry)
-        self.card_writes = Counter("taubot_card_writes", "Card posts and edits, by outcome", ["outcome"],
-                                   registry=self.registry)
-
-
 @dataclass
 class Services:
     settings: Settings
@@ -96,7 +84,6 @@ class Services:
     clock: Clock = field(default_factory=SystemClock)
     descriptors: DescriptorSource | None = None
     kube: KubeClients = field(default_factory=KubeClients)
-    metrics: Metrics = field(default_factory=Metrics)
     pacer: SlackPacer | None = None
 
     def __post_init__(self) -> None:
@@ -146,4 +133,4 @@ def current() -> Services:
         return _installed
 
 
-__all__ = ["DescriptorSource", "KubeClients", "Metrics", "Services", "current", "install", "make_pacer"]
+__all__ = ["DescriptorSource", "KubeClients", "Services", "current", "install", "make_pacer"]

@@ -192,6 +192,8 @@ class Settings(BaseSettings):
     monitor_log_reads_per_sweep: int = Field(default=20, ge=0)
     monitor_lease_seconds: int = Field(default=30, ge=5)
     mute_hours: int = Field(default=24, gt=0)
+    metrics_port: int = Field(default=9100, ge=0, le=65535,
+                              description="/healthz, /readyz, /metrics of worker and monitor; 0: off")
     mlflow_token: SecretStr | None = Field(
         default=None, description="Bearer token for the MLflow tracking server (experiment records)."
     )

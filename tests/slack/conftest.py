@@ -149,6 +149,7 @@ def worker_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, tmp_path: Path) 
     monkeypatch.setenv("TAUBOT_WORKSPACES_DIR", str(tmp_path / "workspaces"))
     monkeypatch.setenv("TAUBOT_SLACK_BOT_TOKEN", BOT_TOKEN)
     monkeypatch.setenv("TAUBOT_QUEUE_NAME", queue_name)
+    monkeypatch.setenv("TAUBOT_METRICS_PORT", "0")  # a test that scrapes a worker names its own port
     return queue_name
 
 

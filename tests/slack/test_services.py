@@ -41,6 +41,7 @@ def service_env(slack_app: SlackApp) -> dict[str, str]:
         "TAUBOT_WORKSPACES_DIR": str(settings.workspaces_dir),
         "TAUBOT_IDENTITY_FILE": str(settings.identity_file),
         "TAUBOT_QUEUE_NAME": settings.queue_name,
+        "TAUBOT_METRICS_PORT": "0",
     }
 
 

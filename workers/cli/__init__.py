@@ -7,7 +7,9 @@ for it, printed here as one line with exit 2.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import tempfile
 
 from .errors import UsageError
 from .registry import REGISTERED, Parser
@@ -25,7 +27,16 @@ def build_parser() -> Parser:
     return parser
 
 
+def _multiprocess_metrics(argv: list[str]) -> None:
+    """`taubot worker` forks a work horse per job; prometheus_client counts across processes
+    only if `PROMETHEUS_MULTIPROC_DIR` is set before it is first imported, which is here, before
+    any subcommand module loads (workers/metrics.py)."""
+    if argv[:1] == ["worker"] and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="taubot-metrics-")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _multiprocess_metrics(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

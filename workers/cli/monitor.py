@@ -28,6 +28,10 @@ def cmd_monitor(args: Any) -> int:
                          "WorkspaceConnection descriptors name")
     services = Services.for_slack(settings)
     install(services)
+    if not args.once:
+        from .services import _serve_health
+
+        _serve_health(settings, services.redis)
     if args.once:
         report = asyncio.run(run_once(services))
         print(json.dumps({"runs": report.runs, "stalled": report.stalled, "posts": report.posts,

@@ -72,8 +72,13 @@ def cmd_serve_http(args: argparse.Namespace) -> int:
     _logging()
     settings = _settings()
     app = _app(settings, socket_mode=False)
+    from redis import Redis
+
+    from workers.health_http import redis_ready
+
+    ready = redis_ready(Redis.from_url(settings.redis_url, socket_timeout=1, socket_connect_timeout=1))
     try:
-        serve_http(app, args.host, args.port)
+        serve_http(app, args.host, args.port, ready)
     except OSError as exc:  # the port is taken, or not ours to bind
         raise ServiceConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return 0
@@ -109,9 +114,29 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except RedisError as exc:
         raise ServiceConfigError(f"cannot reach Redis at TAUBOT_REDIS_URL: {exc}") from None
     install(services)
+    _serve_health(settings, services.redis, watches=True)
     worker = make_worker(services.queue.rq, services.redis, in_process=args.in_process)  # type: ignore[attr-defined]
     worker.work(burst=args.burst, with_scheduler=True)
     return 0
+
+
+def _serve_health(settings: Any, conn: Any, *, watches: bool = False) -> None:
+    """/healthz, /readyz (Redis) and /metrics on ``TAUBOT_METRICS_PORT`` (0: none)."""
+    if not settings.metrics_port:
+        return
+    from workers.health_http import redis_ready, serve_in_background
+
+    collectors = []
+    if watches:
+        from workers.flows.watch import active_watches
+        from workers.metrics import ActiveWatches
+
+        collectors.append(ActiveWatches(lambda: active_watches(conn)))
+    try:
+        serve_in_background(settings.metrics_port, ready=redis_ready(conn), collectors=collectors)
+    except OSError as exc:
+        raise ServiceConfigError(f"cannot listen on :{settings.metrics_port} for /metrics: "
+                                 f"{exc.strerror or exc}") from None
 
 
 @subcommand

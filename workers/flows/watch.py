@@ -116,6 +116,20 @@ class WatchState(BaseModel):
     escalation: WatchEscalation | None = None
 
 
+def active_watches(conn: redis.Redis, limit: int = 100_000) -> int | None:
+    """How many watches are live: their owner keys (a stopped watch frees its own), counted by
+    SCAN. None when Redis cannot say — a gauge must not read 0 for "unknown"."""
+    count = 0
+    try:
+        for _ in conn.scan_iter(match=f"{KEY_PREFIX}*:owner", count=1000):
+            count += 1
+            if count >= limit:
+                break
+    except redis.RedisError:
+        return None
+    return count
+
+
 def state_key(wid: str) -> str:
     return f"{KEY_PREFIX}{wid}"
 

@@ -30,6 +30,8 @@ import aiohttp
 from kubernetes_asyncio import client
 from pydantic import BaseModel, ConfigDict
 
+from workers.metrics import KUBE_REQUESTS
+
 ErrorKind = Literal["forbidden", "not_found", "unavailable"]
 QueryValue = str | int | bool
 
@@ -167,19 +169,24 @@ class KubeReader:
                 finally:
                     response.release()
         except TimeoutError:
+            KUBE_REQUESTS.labels(verb, resource, "timeout").inc()
             return ReadError(kind="unavailable", verb=verb, resource=resource, path=path,
                              detail=f"timeout after {_format_seconds(self.timeout)}")
         except aiohttp.ClientConnectorError as err:
+            KUBE_REQUESTS.labels(verb, resource, "unreachable").inc()
             refused = getattr(err.os_error, "errno", None) == errno.ECONNREFUSED
             detail = "connection refused" if refused else f"cannot connect: {err.os_error}"
             return ReadError(kind="unavailable", verb=verb, resource=resource, path=path,
                              detail=detail)
         except aiohttp.ServerDisconnectedError:
+            KUBE_REQUESTS.labels(verb, resource, "disconnected").inc()
             return ReadError(kind="unavailable", verb=verb, resource=resource, path=path,
                              detail="server disconnected")
         except aiohttp.ClientError as err:
+            KUBE_REQUESTS.labels(verb, resource, "error").inc()
             return ReadError(kind="unavailable", verb=verb, resource=resource, path=path,
                              detail=f"connection error: {type(err).__name__}")
+        KUBE_REQUESTS.labels(verb, resource, str(response.status)).inc()
         return response.status, data
 
     def _error_for(self, status: int, data: bytes, path: str, verb: str,
@@ -294,6 +301,7 @@ class KubeReader:
         response = await self.api_client.call_api(
             path, "GET", query_params=query, header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout + 10)
+        KUBE_REQUESTS.labels("watch", _resource_of(path), str(response.status)).inc()
         try:
             if response.status != 200:
                 data = await response.read()

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from workers import metrics
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.linkage import find_run, meta
 from workers.diagnosis.live import LiveResult
@@ -44,6 +45,7 @@ class SweepReport:
     log_reads: int = 0
     seconds: float = 0.0
     unread: list[str] = field(default_factory=list)
+    by_layer: dict[int, int] = field(default_factory=dict)
 
 
 def _queue_map(objects: list[dict]) -> dict[str, str]:
@@ -97,6 +99,7 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
         if stall is None or not stall.stalled:
             continue
         report.stalled += 1
+        report.by_layer[d.layer] = report.by_layer.get(d.layer, 0) + 1
         if muted(services, name, ns, run):
             silenced.add(run)
             continue
@@ -112,10 +115,12 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
             continue
         outcome = post_run(services, name, channel, c)
         report.posts[outcome] = report.posts.get(outcome, 0) + 1
+        metrics.AUTO_POSTS.labels(outcome).inc()
     for group, members in groups.items():
         if len(members) >= 2:
             outcome = post_group(services, name, channel, group, members[0].stall.group_label, members)
             report.posts[f"group-{outcome}"] = report.posts.get(f"group-{outcome}", 0) + 1
+            metrics.AUTO_POSTS.labels(f"group-{outcome}").inc()
     settle(services, name, {c.stall.run for c in stalled} | silenced, finished)
 
 
@@ -203,7 +208,8 @@ async def run_forever(services: Services, stop: asyncio.Event) -> None:
                 if report.seconds > interval:
                     log.warning("monitor: the sweep took %.1f s, longer than its %s s interval",
                                 report.seconds, interval)
-                services.metrics.card_writes.labels("monitor-sweep").inc()
+                for layer in range(1, 9):
+                    metrics.STALLED.labels(str(layer)).set(report.by_layer.get(layer, 0))
             try:
                 pause = min(interval, services.settings.monitor_lease_seconds / 2)
                 await asyncio.wait_for(stop.wait(), timeout=pause)

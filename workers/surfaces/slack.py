@@ -20,6 +20,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.webhook import WebhookClient
 
+from workers.metrics import SLACK_CALLS, SLACK_RATELIMITED
+
 from .base import Failed, Sent
 from .pacing import SlackPacer
 
@@ -52,7 +54,14 @@ class SlackSurface:
         self.client = client
         self.pacer = pacer
 
-    def _failed(self, exc: Exception, gone: frozenset[str]) -> Failed:
+    def _failed(self, exc: Exception, gone: frozenset[str], method: str = "other") -> Failed:
+        failed = self._classify(exc, gone)
+        SLACK_CALLS.labels(method, failed.kind).inc()
+        if failed.error == "ratelimited":
+            SLACK_RATELIMITED.labels(method).inc()
+        return failed
+
+    def _classify(self, exc: Exception, gone: frozenset[str]) -> Failed:
         if isinstance(exc, SlackApiError):
             error = slack_error(exc)
             wait = retry_after(exc)
@@ -77,7 +86,8 @@ class SlackSurface:
                                                     thread_ts=thread_ts, unfurl_links=False,
                                                     unfurl_media=False)
         except (SlackApiError, SlackClientError, OSError) as exc:
-            return self._failed(exc, CANNOT_POST)
+            return self._failed(exc, CANNOT_POST, "chat.postMessage")
+        SLACK_CALLS.labels("chat.postMessage", "ok").inc()
         return Sent(channel=str(response.get("channel") or channel), ts=str(response["ts"]))
 
     def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
@@ -87,7 +97,8 @@ class SlackSurface:
         try:
             self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
         except (SlackApiError, SlackClientError, OSError) as exc:
-            return self._failed(exc, GONE)
+            return self._failed(exc, GONE, "chat.update")
+        SLACK_CALLS.labels("chat.update", "ok").inc()
         return Sent(channel=channel, ts=ts)
 
     def ephemeral(self, channel: str, user: str, text: str) -> bool:
@@ -122,7 +133,8 @@ class SlackSurface:
             self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, filename=filename,
                                         content=content, title=title)
         except (SlackApiError, SlackClientError, OSError) as exc:
-            return self._failed(exc, CANNOT_POST)
+            return self._failed(exc, CANNOT_POST, "files.upload")
+        SLACK_CALLS.labels("files.upload", "ok").inc()
         return Sent(channel=channel, ts=thread_ts or "")
 
     def open_dm(self, user: str) -> str | Failed:
@@ -154,7 +166,7 @@ class SlackSurface:
         try:
             info = dict(self.client.files_info(file=file_id)["file"])
         except (SlackApiError, SlackClientError, OSError) as exc:
-            failed = self._failed(exc, frozenset())
+            failed = self._failed(exc, frozenset(), "files.info")
             if failed.error == "file_not_found":
                 return Failed(kind="not_found", error="file_not_found")
             return failed

@@ -1,0 +1,131 @@
+"""What taubot did, for Prometheus: one set of metrics, served on `/metrics` by every process.
+
+Why module-level metrics in prometheus_client's default registry: that is the
+library's model, and the only one its multiprocess mode supports. The worker
+is multiprocess — rq forks a work horse per job — so `taubot worker` sets
+`PROMETHEUS_MULTIPROC_DIR` before this module is first imported
+(`workers/cli/__init__.py`), each horse writes its samples there, and the
+parent's `/metrics` merges them (`MultiProcessCollector`). The bot and the
+monitor are single processes and serve the registry directly.
+
+Labels are bounded on purpose: a command's *kind* (the grammar's verbs), a
+Kubernetes *resource* plural and status code, a Slack *method* — never a
+run, user or channel name, which would make one series per run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+COMMANDS = Counter("taubot_commands_total", "Slash commands, by kind and outcome", ["kind", "outcome"])
+ACK_SECONDS = Histogram("taubot_ack_seconds", "Time from a slash command's arrival to its ack",
+                        buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0))
+PRESSES = Counter("taubot_button_presses_total", "Button presses, by action and outcome",
+                  ["action", "outcome"])
+JOBS = Counter("taubot_jobs_total", "Jobs run, by job and outcome", ["job", "outcome"])
+JOB_SECONDS = Histogram("taubot_job_duration_seconds", "Job run time", ["job"],
+                        buckets=(0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0))
+KUBE_REQUESTS = Counter("taubot_kube_requests_total", "Kubernetes API requests, by verb, resource and status",
+                        ["verb", "resource", "code"])
+SLACK_CALLS = Counter("taubot_slack_calls_total", "Slack Web API calls, by method and outcome",
+                      ["method", "outcome"])
+SLACK_RATELIMITED = Counter("taubot_slack_ratelimited_total", "Slack 429 answers, by method", ["method"])
+TICK_LAG = Histogram("taubot_watch_tick_lag_seconds", "How late a watch tick started after it was due",
+                     buckets=(0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0))
+CARD_WRITES = Counter("taubot_card_writes_total", "Card posts and edits, by outcome", ["outcome"])
+ESCALATIONS = Counter("taubot_escalations_total", "Escalate presses handled, by outcome", ["outcome"])
+AUTO_POSTS = Counter("taubot_auto_posts_total", "Stall-monitor posts, by kind", ["kind"])
+STALLED = Gauge("taubot_stalled_runs", "Runs the monitor sees stalled, by layer", ["layer"],
+                multiprocess_mode="livemax")
+
+
+@contextmanager
+def timed_job(job: str) -> Iterator[None]:
+    """Count one job run and its duration; the outcome is `ok` or the exception's type."""
+    started = time.perf_counter()
+    outcome = "ok"
+    try:
+        yield
+    except BaseException as exc:
+        outcome = type(exc).__name__
+        raise
+    finally:
+        JOBS.labels(job, outcome).inc()
+        JOB_SECONDS.labels(job).observe(time.perf_counter() - started)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def counted(job: str) -> Callable[[F], F]:
+    """Decorate an rq job function: `timed_job` around every call (rq finds it by its name)."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with timed_job(job):
+                return fn(*args, **kwargs)
+        return run  # type: ignore[return-value]
+    return wrap
+
+
+def observe_tick_lag(enqueued_at: datetime | None) -> None:
+    """A tick's lag: rq's scheduler enqueues it when it is due, so enqueued → started is the lag."""
+    if enqueued_at is None:
+        return
+    when = enqueued_at if enqueued_at.tzinfo else enqueued_at.replace(tzinfo=UTC)
+    TICK_LAG.observe(max(0.0, time.time() - when.timestamp()))
+
+
+class ActiveWatches:
+    """`taubot_active_watches`, counted in Redis at scrape time: a watch lives in Redis, not in
+    any one worker, so no process could keep this gauge itself."""
+
+    def __init__(self, count: Callable[[], int | None]) -> None:
+        self.count = count
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        value = self.count()
+        if value is not None:
+            yield GaugeMetricFamily("taubot_active_watches", "Watches not yet stopped", value=value)
+
+
+def registry_for_scrape(extra: list[Any] | None = None) -> CollectorRegistry:
+    """The default registry, or in a multiprocess worker a fresh one merging every horse's files."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    for collector in extra or []:
+        if collector not in getattr(registry, "_collector_to_names", {}):
+            registry.register(collector)
+    return registry
+
+
+def exposition(registry: CollectorRegistry) -> tuple[bytes, str]:
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+__all__ = ["ACK_SECONDS", "AUTO_POSTS", "CARD_WRITES", "COMMANDS", "ESCALATIONS", "JOBS", "JOB_SECONDS",
+           "KUBE_REQUESTS", "PRESSES", "SLACK_CALLS", "SLACK_RATELIMITED", "STALLED", "TICK_LAG",
+           "ActiveWatches", "counted", "exposition", "observe_tick_lag", "registry_for_scrape", "timed_job"]
