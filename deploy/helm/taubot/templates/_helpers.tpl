@@ -1,5 +1,13 @@
 {{/* Names and labels shared by every taubot object. */}}
 
+{{- define "taubot.fullname" -}}
+{{- if contains "taubot" .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-taubot" .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "taubot.labels" -}}
 app.kubernetes.io/name: taubot
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -13,16 +21,29 @@ app.kubernetes.io/name: taubot
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The ServiceAccount of a component: (dict "root" $ "component" "worker"). */}}
 {{- define "taubot.serviceAccountName" -}}
-{{- .Values.serviceAccount.name | default "taubot" -}}
+{{- printf "%s-%s" (include "taubot.fullname" .root) .component -}}
 {{- end -}}
 
 {{- define "taubot.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $repo := required "image.repository is required: build the image from the Dockerfile and push it (see the README, Install on a cluster)" .Values.image.repository -}}
+{{ $repo }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The namespaces the descriptors name (spec.namespace), plus rbac.monitor.extraNamespaces. */}}
+{{- define "taubot.workspaceNamespaces" -}}
+{{- $names := list -}}
+{{- range $file, $text := .Values.workspaces -}}
+{{- $doc := fromYaml $text -}}
+{{- with $doc.spec -}}{{- with .namespace -}}{{- $names = append $names . -}}{{- end -}}{{- end -}}
+{{- end -}}
+{{- range .Values.rbac.monitor.extraNamespaces -}}{{- $names = append $names . -}}{{- end -}}
+{{- $names | uniq | sortAlpha | join "," -}}
 {{- end -}}
 
 {{/*
-Environment of both processes. Secrets are files (TAUBOT_*_FILE), never env
+Environment of every process. Secrets are files (TAUBOT_*_FILE), never env
 values, so they stay out of `kubectl describe` and child processes.
 */}}
 {{- define "taubot.env" -}}
@@ -30,6 +51,10 @@ values, so they stay out of `kubectl describe` and child processes.
   value: /etc/taubot/workspaces
 - name: TAUBOT_IDENTITY_FILE
   value: /etc/taubot/identity/identity.yaml
+- name: TAUBOT_LOG_FORMAT
+  value: {{ .Values.logFormat | quote }}
+- name: TAUBOT_METRICS_PORT
+  value: {{ .Values.metrics.port | quote }}
 {{- if .Values.redis.urlSecret.name }}
 - name: TAUBOT_REDIS_URL_FILE
   value: /run/secrets/taubot-redis/{{ .Values.redis.urlSecret.key }}
@@ -88,10 +113,10 @@ appear in it.
 {{- define "taubot.volumes" -}}
 - name: workspaces
   configMap:
-    name: {{ .Release.Name }}-workspaces
+    name: {{ include "taubot.fullname" . }}-workspaces
 - name: identity
   configMap:
-    name: {{ .Release.Name }}-identity
+    name: {{ include "taubot.fullname" . }}-identity
 - name: slack
   secret:
     secretName: {{ .Values.slack.existingSecret }}
@@ -109,26 +134,46 @@ appear in it.
 {{- end }}
 {{- end -}}
 
+{{/* Pod spec shared by the three Deployments: (dict "root" $ "component" "bot"). */}}
 {{- define "taubot.podCommon" -}}
+{{- $root := .root -}}
 serviceAccountName: {{ include "taubot.serviceAccountName" . }}
+automountServiceAccountToken: {{ ne .component "bot" }}
 securityContext:
-  {{- toYaml .Values.podSecurityContext | nindent 2 }}
-{{- with .Values.imagePullSecrets }}
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with $root.Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.nodeSelector }}
+{{- with $root.Values.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with $root.Values.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.affinity }}
+{{- with $root.Values.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 volumes:
-  {{- include "taubot.volumes" . | nindent 2 }}
+  {{- include "taubot.volumes" $root | nindent 2 }}
+{{- end -}}
+
+{{- define "taubot.checksum" -}}
+checksum/config: {{ printf "%v%v%v" .Values.workspaces .Values.identity .Values.config | sha256sum }}
+{{- end -}}
+
+{{/* Probes on a named port: liveness = the process answers, readiness = Redis answers. */}}
+{{- define "taubot.probes" -}}
+readinessProbe:
+  httpGet: {path: /readyz, port: {{ . }}}
+  periodSeconds: 5
+  failureThreshold: 3
+livenessProbe:
+  httpGet: {path: /healthz, port: {{ . }}}
+  initialDelaySeconds: 10
+  periodSeconds: 20
+  failureThreshold: 3
 {{- end -}}
