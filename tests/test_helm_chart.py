@@ -32,7 +32,7 @@ apiVersion: taugrid.io/v1alpha1
 kind: WorkspaceConnection
 metadata: {name: %(name)s}
 spec:
-  cluster: {inCluster: true}
+  cluster: {server: https://kubernetes.default.svc}
   namespace: %(ns)s
   workspace: %(name)s
   localQueue: %(name)s-default
@@ -248,3 +248,32 @@ def test_ingress_exposes_only_slack_events(minimal: list[dict[str, Any]]) -> Non
     [ingress] = by_kind(minimal, "Ingress").values()
     paths = [p["path"] for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]]
     assert paths == ["/slack/events"]
+
+
+def test_the_readme_install_values_render_and_load() -> None:
+    """The values an operator copies from README "Install on a cluster" install as they are, and the
+    descriptor and identity file they carry load in taubot itself."""
+    readme = (ROOT / "README.md").read_text()
+    text = re.search(r"cat > taubot-values.yaml <<'VALUES'\n(.*?)\nVALUES\n", readme, re.S).group(1)
+    values = yaml.safe_load(text)
+    docs = render(values)
+    maps = by_kind(docs, "ConfigMap")
+    assert "taubot-workspaces" in maps and "taubot-identity" in maps
+    assert [b["metadata"]["namespace"] for b in docs if b["kind"] == "RoleBinding"] == ["team-vision"]
+    assert helm.lint(str(CHART), values=values, strict=True, namespace=NS)["errors"] == []
+
+
+def test_readme_values_files_parse_as_taubot_config(tmp_path: Path) -> None:
+    from bot.identity import load_identity_map
+    from workers.workspaces import load_descriptors
+
+    readme = (ROOT / "README.md").read_text()
+    values = yaml.safe_load(re.search(r"<<'VALUES'\n(.*?)\nVALUES\n", readme, re.S).group(1))
+    [(name, text)] = values["workspaces"].items()
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / name).write_text(text)
+    registry = load_descriptors(tmp_path / "ws")
+    assert registry.resolve(workspace="vision").descriptor.spec.namespace == "team-vision"
+    (tmp_path / "identity.yaml").write_text(yaml.safe_dump(values["identity"]))
+    identities = load_identity_map(tmp_path / "identity.yaml")
+    assert identities.users["U012ABCDEF"].user == "alice@example.com"
