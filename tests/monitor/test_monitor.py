@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import redis
 import yaml
+from prometheus_client import REGISTRY
 
 from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
@@ -144,8 +145,16 @@ def buttons(call: Any) -> list[str]:
 
 
 def test_one_grouped_post_per_cause_one_post_per_stuck_run_and_nothing_else(env: Env) -> None:
+    before = {kind: REGISTRY.get_sample_value("taubot_auto_posts_total", {"kind": kind}) or 0.0
+              for kind in ("posted", "group-posted")}
     env.sweep()
     posts = env.posts(VISION)
+    # /metrics of the monitor: five stalled runs (three queued behind one cause, a pull, a crash)
+    moved = {kind: (REGISTRY.get_sample_value("taubot_auto_posts_total", {"kind": kind}) or 0.0) - before[kind]
+             for kind in before}
+    assert moved == {"posted": 2, "group-posted": 1}
+    stalled = sum(REGISTRY.get_sample_value("taubot_stalled_runs", {"layer": str(n)}) or 0 for n in range(1, 9))
+    assert stalled == 5
     assert env.posts(AUDIO) == []  # healthy, succeeded and just-stuck runs: nothing
     grouped = [p for p in posts if "runs stalled" in card_text(p)]
     assert len(grouped) == 1

@@ -16,6 +16,10 @@ from typing import Any
 
 import yaml
 
+# libyaml's safe loader when PyYAML was built with it (the wheels are): the same safe types,
+# ~10x the pure-Python loader's speed and a fraction of its memory on a 50 MB dump.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class SnapshotError(ValueError):
     """The dump cannot be read as Kubernetes objects; the message is one line for the user."""
@@ -88,7 +92,7 @@ def parse_snapshot(text: str, source: str = "snapshot") -> list[dict]:
             ) from None
     else:
         try:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yaml.load_all(text, Loader=_YAML_LOADER))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -156,6 +156,8 @@ async def sweep(services: Services, caches: dict[str, tuple[Cache, KubeReader]])
         cache, reader = caches[_target_key(ws)]
         await sweep_workspace(services, ws, cache, reader, report, budget)
     report.seconds = time.perf_counter() - started
+    for layer in range(1, 9):
+        metrics.STALLED.labels(str(layer)).set(report.by_layer.get(layer, 0))
     return report
 
 
@@ -208,8 +210,6 @@ async def run_forever(services: Services, stop: asyncio.Event) -> None:
                 if report.seconds > interval:
                     log.warning("monitor: the sweep took %.1f s, longer than its %s s interval",
                                 report.seconds, interval)
-                for layer in range(1, 9):
-                    metrics.STALLED.labels(str(layer)).set(report.by_layer.get(layer, 0))
             try:
                 pause = min(interval, services.settings.monitor_lease_seconds / 2)
                 await asyncio.wait_for(stop.wait(), timeout=pause)
