@@ -66,7 +66,7 @@ def build_app(
     resolver: Resolver | None = None,
     socket_mode: bool = False,
     token_verification: bool = True,
-    process_before_response: bool = False,
+    process_before_response: bool = True,
 ) -> App:
     """The Bolt app with taubot's listeners.
 

@@ -42,20 +42,26 @@ def redis_ready(conn: Any) -> Ready:
     return check
 
 
+def answer(path: str, *, ready: Ready | None = None,
+           collectors: list[Any] | None = None) -> tuple[int, str, bytes]:
+    """(status, content type, body) for one of the three paths — any server can send it."""
+    if path == METRICS_PATH:
+        body, content_type = exposition(registry_for_scrape(collectors))
+        return 200, content_type, body
+    why = ready() if (ready is not None and path == READY_PATH) else None
+    text = "text/plain; charset=utf-8"
+    return (200, text, b"ok\n") if why is None else (503, text, why.encode() + b"\n")
+
+
 def route(environ: dict[str, Any], start_response: StartResponse, *, ready: Ready | None = None,
           collectors: list[Any] | None = None) -> Iterable[bytes] | None:
-    """Answer one of the three paths, or None when the path is not one of them."""
+    """Answer one of the three paths (WSGI), or None when the path is not one of them."""
     path, method = environ.get("PATH_INFO"), environ.get("REQUEST_METHOD")
     if method not in ("GET", "HEAD") or path not in (HEALTH_PATH, READY_PATH, METRICS_PATH):
         return None
-    if path == METRICS_PATH:
-        body, content_type = exposition(registry_for_scrape(collectors))
-        start_response("200 OK", [("Content-Type", content_type)])
-        return [body]
-    why = ready() if (ready is not None and path == READY_PATH) else None
-    status = "200 OK" if why is None else "503 Service Unavailable"
-    start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
-    return [b"ok\n" if why is None else why.encode() + b"\n"]
+    status, content_type, body = answer(str(path), ready=ready, collectors=collectors)
+    start_response({200: "200 OK", 503: "503 Service Unavailable"}[status], [("Content-Type", content_type)])
+    return [body]
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -83,4 +89,5 @@ def serve_in_background(port: int, *, ready: Ready | None = None, collectors: li
     return server
 
 
-__all__ = ["HEALTH_PATH", "METRICS_PATH", "READY_PATH", "redis_ready", "route", "serve_in_background"]
+__all__ = ["HEALTH_PATH", "METRICS_PATH", "READY_PATH", "answer", "redis_ready", "route",
+           "serve_in_background"]

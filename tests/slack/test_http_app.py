@@ -155,7 +155,7 @@ def test_app_token_verification_uses_the_fake(redis_url: str, tmp_path: Path) ->
 def test_an_oversized_unsigned_body_is_refused_before_it_is_read(slack_app: SlackApp,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     head = "token=x&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT0%2F1%2Fsecret&text="
-    host, port = slack_app.server.server.server_address[:2]
+    host, port = slack_app.server.host, slack_app.server.port
     with caplog.at_level(logging.INFO):
         conn = http.client.HTTPConnection(host, port, timeout=10)
         conn.putrequest("POST", "/slack/events")
