@@ -44,6 +44,7 @@ import contextlib
 import copy
 import json
 import re
+import ssl
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -461,8 +462,10 @@ class KubeEmulator:
         latency: float = 0.0,
         pod_logs: Mapping[tuple[str, str, str | None], str] | None = None,
         watch_timeout: float = DEFAULT_WATCH_TIMEOUT,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.latency = latency
+        self.ssl_context = ssl_context  # serve https (a benchmark's "TLS with a named CA")
         self.watch_timeout = watch_timeout
         self.pod_logs: dict[tuple[str, str, str | None], str] = dict(pod_logs or {})
         # The previous (terminated) instance's log of a container, as `kubectl logs --previous`.
@@ -505,10 +508,10 @@ class KubeEmulator:
             app, handle_signals=False, shutdown_timeout=1.0, access_log=None
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.base_url = f"http://127.0.0.1:{port}"
+        self.base_url = f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{port}"
         return self.base_url
 
     async def stop(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from workers.kube.client import ClusterTarget, Identity, make_bot_client, make_u
 from workers.queue import JobQueue, RqQueue
 from workers.settings import Settings, load_settings
 from workers.surfaces.base import Surface
-from workers.surfaces.pacing import Rate, SlackPacer, workspace_scope
+from workers.surfaces.pacing import CHANNEL_PER_SECOND, Rate, SlackPacer, workspace_scope
 from workers.surfaces.slack import SlackSurface
 from workers.surfaces.slack_client import make_web_client
 from workers.workspaces import Registry, load_descriptors
@@ -100,17 +101,19 @@ class Services:
     def for_slack(cls, settings: Settings, *, clock: Clock | None = None) -> Services:
         """Production: Slack's Web API (paced in Redis), rq on the settings' queue."""
         conn = redis.Redis.from_url(settings.redis_url)
-        pacer = make_pacer(settings, conn)
+        pacer = make_pacer(settings, conn, clock)
         surface = SlackSurface(make_web_client(settings), pacer)
         return cls(settings=settings, redis=conn, surface=surface, pacer=pacer,
                    queue=RqQueue(Queue(settings.queue_name, connection=conn)), clock=clock or SystemClock())
 
 
-def make_pacer(settings: Settings, conn: redis.Redis) -> SlackPacer:
+def make_pacer(settings: Settings, conn: redis.Redis, clock: Clock | None = None) -> SlackPacer:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     per_minute = settings.slack_updates_per_minute
+    now = (lambda: clock.now().timestamp()) if clock is not None else time.time
     return SlackPacer(conn, workspace_scope(token),
-                      update_rate=Rate(per_minute / 60.0, burst=max(1, min(5, per_minute // 10))))
+                      update_rate=Rate(per_minute / 60.0, burst=max(1, min(5, per_minute // 10))),
+                      channel_rate=Rate(CHANNEL_PER_SECOND, burst=settings.slack_channel_burst), now=now)
 
 
 _installed: Services | None = None

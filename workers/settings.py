@@ -145,6 +145,8 @@ class Settings(BaseSettings):
         gt=0,
         description="chat.update budget per Slack workspace (tier 3), shared by all workers.",
     )
+    slack_channel_burst: int = Field(default=3, ge=1, le=20,
+                                     description="messages to one channel back to back before ~1/s applies")
     kube_request_timeout_seconds: float = Field(default=10.0, gt=0)
     audit_log: Path | None = Field(
         default=None, description="JSON-lines audit trail; None writes it to stdout."

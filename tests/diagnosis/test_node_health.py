@@ -33,6 +33,7 @@ def node(**changes: Any) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": NODE, "labels": {"kubernetes.azure.com/agentpool": "a100",
+                                              "kubernetes.io/hostname": NODE,
                                               "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
         "spec": {"providerID": f"azure:///subscriptions/0/.../{NODE}",
                  "taints": [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}]},
@@ -61,6 +62,8 @@ def node(**changes: Any) -> dict[str, Any]:
         for part in parents:
             target = target[part]
         target[last] = value
+    if "metadata.name" in changes and "metadata.labels" not in changes:  # the kubelet's own label
+        obj["metadata"]["labels"]["kubernetes.io/hostname"] = changes["metadata.name"]
     return obj
 
 

@@ -56,6 +56,9 @@ def labelled(name: str, pool: str, **extra: object) -> dict:
 def cluster_objects() -> list[dict]:
     good = labelled("aks-a100-vmss000001", "a100")
     good["metadata"]["labels"]["cloud.provider.com/topology-block"] = "b1"
+    # A node registered before its pool's topology labels were rolled out, missing one of them
+    # (here the hostname level of the Topology below, so a TAS flavor cannot place on it).
+    del good["metadata"]["labels"]["kubernetes.io/hostname"]
     return [
         tau_cluster(),
         flavor("a100", {"kubernetes.azure.com/agentpool": "a100"}),
@@ -86,7 +89,7 @@ def test_topology_reports_zero_matching_nodes_and_skips_cordoned(tmp_path: Path)
         assert set(checks) == {"profile a100-8x flavor a100", "profile a100-8x flavor a100-tas",
                                "profile h100-8x flavor h100"}  # the not-ready profile is not validated
         assert checks["profile a100-8x flavor a100"]["detail"] == "1 matching Ready node(s); 1 excluded"
-        # The TAS flavor needs every level label: the node lacks kubernetes.io/hostname here.
+        # The TAS flavor needs every level label, and the node lacks one.
         assert checks["profile a100-8x flavor a100-tas"]["state"] == "failed"
         assert "lacks topology label kubernetes.io/hostname" in checks["profile a100-8x flavor a100-tas"]["detail"]
         h100 = checks["profile h100-8x flavor h100"]

@@ -67,7 +67,10 @@ def identity_file(directory: Path) -> Path:
 
 @pytest.fixture
 def app(slack_app_factory: Callable[..., SlackApp], tmp_path: Path) -> SlackApp:
-    return slack_app_factory(identity_file=identity_file(tmp_path))
+    # A tick never sleeps for the pace: what it cannot send now is re-scheduled. The tests of the
+    # card's logic let one tick's card edit and its transition replies go together (Slack's own
+    # channel limit is about one a second, with short bursts); pacing has its own tests.
+    return slack_app_factory(identity_file=identity_file(tmp_path), slack_channel_burst=8)
 
 
 # ------------------------------------------------------------ run shapes (tests/fixtures/k8s.py)
@@ -364,3 +367,32 @@ def test_a_new_worker_takes_over_scheduling_from_a_killed_one_within_two_interva
         with taubot_worker():
             wait_for_tick(app, wid, 2, "the new worker's scheduler to run the due tick", timeout=30)
         assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
+
+
+def test_a_tick_under_a_saturated_pace_does_not_wait_and_runs_again_when_the_pace_allows(
+        slack_app_factory: Callable[..., SlackApp], tmp_path: Path) -> None:
+    """Issue 16: the pacer's delay is returned, not slept; the same tick is re-scheduled for when
+    the workspace's tier-3 budget has a slot, and the card then changes once."""
+    app = slack_app_factory(identity_file=identity_file(tmp_path), slack_updates_per_minute=1)
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        ts, _ = card(app)
+        pacer = app.services.pacer
+        assert pacer is not None
+        while pacer.try_acquire("chat.update", "C0ELSEWHERE") == 0:  # another card took the budget
+            pass
+        apply(emu, admitted())
+        tick(app)
+        assert updates(app) == []  # paced: nothing sent, and the worker was not held
+        [retry] = scheduled(app)
+        assert retry.endswith("-t0-d1")  # the same tick, again
+        state = load_state(app.redis, watch_id(CHANNEL, RUN))
+        assert state is not None and state.tick == 0 and state.deferrals == 1
+        paced = Job.fetch(retry.removesuffix("-d1"), connection=app.redis).return_value()
+        assert paced["card"] == "deferred" and paced["retry_in"] == 5  # within one interval, not a minute
+        app.clock.advance(60)  # the budget refills on the app's clock
+        tick(app, seconds=0)
+        [update] = updates(app)
+        assert update.params["ts"] == ts
+        state = load_state(app.redis, watch_id(CHANNEL, RUN))
+        assert state is not None and state.tick == 1 and state.deferrals == 0

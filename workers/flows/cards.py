@@ -124,12 +124,14 @@ class CardStore:
                               blocking_timeout=LOCK_WAIT_SECONDS)
 
     def update_if_changed(self, channel: str, ts: str, change: Callable[[BaseModel], BaseModel], *,
-                          max_wait: float = UPDATE_MAX_WAIT_SECONDS) -> Outcome:
+                          max_wait: float = UPDATE_MAX_WAIT_SECONDS,
+                          deferred_for: list[float] | None = None) -> Outcome:
         """Derive the card's next context from its stored one; send it only if it changed.
 
         "deferred": the pace or a 429 said not now (the stored card is kept, so
-        the next attempt compares against what Slack really shows); "gone": the
-        message was deleted; "missing": the store does not know this card.
+        the next attempt compares against what Slack really shows), and the seconds until it
+        may go are appended to ``deferred_for`` when known; "gone": the message was deleted;
+        "missing": the store does not know this card. ``max_wait=0`` never sleeps.
         """
         with self.lock(channel, ts):
             card = self.load(channel, ts)
@@ -145,6 +147,8 @@ class CardStore:
                 if sent.kind == "gone":
                     return "gone"
                 if sent.kind == "deferred":
+                    if deferred_for is not None and sent.retry_after is not None:
+                        deferred_for.append(sent.retry_after)
                     return "deferred"
                 raise RuntimeError(f"chat.update failed: {sent.error or sent.kind}")
             assert isinstance(sent, Sent)

@@ -76,7 +76,8 @@ TICK_RETRIES = 2
 HISTORY_POINTS = 20
 UPDATE_MAX_WAIT_SECONDS = 5.0
 FINAL_MAX_WAIT_SECONDS = 15.0
-TRANSITION_MAX_WAIT_SECONDS = 3.0
+MAX_DEFERRALS = 3  # a tick paced this often gives its update up; the next tick tries again
+MIN_RETRY_SECONDS = 0.5
 TICK_JOB = "workers.jobs.watch_tick"
 TICK_FAILURE = "workers.jobs.on_tick_failure"
 
@@ -112,6 +113,7 @@ class WatchState(BaseModel):
     run_kind: str | None = None
     namespace: str | None = None
     updates: int = 0
+    deferrals: int = Field(default=0, description="times this tick's card update was paced and re-run")
     stopped: str | None = None
     escalation: WatchEscalation | None = None
 
@@ -312,6 +314,21 @@ def schedule_tick(services: Services, state: WatchState, *, pipeline: Pipeline |
         pipeline=pipeline)
 
 
+def retry_tick(services: Services, state: WatchState, delay: float, now: datetime) -> None:
+    """Run the same tick again in ``delay`` seconds (its card update was paced), with the state
+    saved in the same transaction, as `advance` does for the next one."""
+    with services.redis.pipeline(transaction=True) as pipe:
+        save_state(pipe, state, now)
+        services.queue.enqueue_in(
+            delay, TICK_JOB, state.id, state.tick,
+            job_id=f"{tick_job_id(state.id, state.tick)}-d{state.deferrals}",
+            timeout=services.settings.job_timeout_seconds, retries=TICK_RETRIES,
+            retry_interval=state.interval, on_failure=TICK_FAILURE,
+            description=f"watch {state.request.command.run} in {state.request.channel} #{state.tick} (paced)",
+            pipeline=pipe)
+        pipe.execute()
+
+
 def advance(services: Services, state: WatchState, now: datetime) -> None:
     """Save the state and schedule its next tick in one Redis transaction.
 
@@ -454,9 +471,17 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         button, escalated = escalation_for(services, state, live, now)
         context = watch_context(live, operator_ok, state, now=now, reason=reason, escalate_button=button,
                                 escalated=escalated)
-        wait = FINAL_MAX_WAIT_SECONDS if reason else min(UPDATE_MAX_WAIT_SECONDS, state.interval / 2)
+        # Never sleep in a tick: a paced update returns at once with the pacer's delay, and the
+        # same tick runs again then (a worker is not held while another card's budget refills).
+        delay: list[float] = []
         outcome = services.cards.update_if_changed(state.request.channel, state.card_ts,
-                                                   lambda _stored: context, max_wait=wait)
+                                                   lambda _stored: context, max_wait=0, deferred_for=delay)
+        if outcome == "deferred" and state.deferrals < MAX_DEFERRALS:
+            state.deferrals += 1
+            wait = min(max(delay[0] if delay else 1.0, MIN_RETRY_SECONDS), state.interval)
+            retry_tick(services, state, wait, now)
+            return {"watch": wid, "tick": tick, "card": outcome, "retry_in": wait}
+        state.deferrals = 0
         if outcome == "updated":
             state.updates += 1
         if outcome in ("gone", "missing"):
@@ -476,7 +501,7 @@ def _reply_transitions(services: Services, state: WatchState, diagnosis: Diagnos
     leaves that phase's old state recorded, so the next tick replies instead."""
     for name, old, new in transitions(state, diagnosis):
         sent = services.surface.post(state.request.channel, transition_text(state, name, old, new, now),
-                                     thread_ts=state.parent_ts, paced=TRANSITION_MAX_WAIT_SECONDS)
+                                     thread_ts=state.parent_ts, paced=0)
         if isinstance(sent, Failed):
             diagnosis = diagnosis.model_copy(update={
                 "phases": [p for p in diagnosis.phases if p.name != name]})

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -94,8 +95,10 @@ class SlackPacer:
         *,
         update_rate: Rate | None = None,
         channel_rate: Rate | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self.conn = conn
+        self.now = now  # the process's clock (tests inject theirs), never read twice per decision
         self.workspace = workspace
         # Tier 3 is "50+ per minute"; a burst of 5 lets a handful of cards changing together
         # go out at once while the minute stays within the tier.
@@ -119,7 +122,7 @@ class SlackPacer:
         channel; a new message (``chat.postMessage``) against the channel only.
         """
         keys = [self._channel_key(channel)]
-        args: list[float | int] = [time.time(), self.channel_rate.interval, self.channel_rate.burst]
+        args: list[float | int] = [self.now(), self.channel_rate.interval, self.channel_rate.burst]
         if method == "chat.update":
             keys.append(self._workspace_key(method))
             args += [self.update_rate.interval, self.update_rate.burst]
@@ -143,7 +146,7 @@ class SlackPacer:
     def penalize(self, method: str, retry_after: float) -> None:
         """Slack answered 429 with ``Retry-After``: nobody in this workspace calls ``method``
         before that time has passed."""
-        until = time.time() + max(0.0, retry_after)
+        until = self.now() + max(0.0, retry_after)
         self._penalize(keys=[self._workspace_key(method)], args=[until, retry_after])
 
 

@@ -78,9 +78,13 @@ class SlackSurface:
 
     def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
              thread_ts: str | None = None, paced: float | None = None) -> Sent | Failed:
-        if paced is not None and self.pacer is not None and not self.pacer.acquire(
-                "chat.postMessage", channel, max_wait=paced):
-            return Failed(kind="deferred", error="paced")
+        if paced is not None and self.pacer is not None:
+            if paced <= 0:
+                wait = self.pacer.try_acquire("chat.postMessage", channel)
+                if wait > 0:
+                    return Failed(kind="deferred", error="paced", retry_after=wait)
+            elif not self.pacer.acquire("chat.postMessage", channel, max_wait=paced):
+                return Failed(kind="deferred", error="paced")
         try:
             response = self.client.chat_postMessage(channel=channel, text=text, blocks=blocks,
                                                     thread_ts=thread_ts, unfurl_links=False,
@@ -92,8 +96,13 @@ class SlackSurface:
 
     def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
                max_wait: float) -> Sent | Failed:
-        if self.pacer is not None and not self.pacer.acquire("chat.update", channel, max_wait=max_wait):
-            return Failed(kind="deferred", error="paced")
+        if self.pacer is not None:
+            if max_wait <= 0:  # never sleep: say how long until a slot, and let the caller re-schedule
+                wait = self.pacer.try_acquire("chat.update", channel)
+                if wait > 0:
+                    return Failed(kind="deferred", error="paced", retry_after=wait)
+            elif not self.pacer.acquire("chat.update", channel, max_wait=max_wait):
+                return Failed(kind="deferred", error="paced")
         try:
             self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
         except (SlackApiError, SlackClientError, OSError) as exc:
