@@ -33,10 +33,12 @@ import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -61,6 +63,17 @@ TOKEN = "xoxb-bench"
 USER = "U012ALICE"
 IDENTITY = Identity(user="alice@example.com", groups=("team-vision",))
 T0 = datetime.now(UTC) - timedelta(hours=5)  # "created 5h ago" stays put during the bench
+
+
+def tick_lag(port: int) -> tuple[int, int]:
+    """(ticks that started within 2 s of due, ticks observed) from the worker's own /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    buckets = {s.labels.get("le"): s.value for f in text_string_to_metric_families(text)
+               for s in f.samples if s.name == "taubot_watch_tick_lag_seconds_bucket"}
+    return int(buckets.get("2.0", 0)), int(buckets.get("+Inf", 0))
 
 
 def watch_id(channel: str, run: str) -> str:
@@ -130,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--interval", type=int, default=5)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--pool", type=int, default=1,
+                        help="`taubot worker --pool N`: N rq workers in the one worker process tree")
     parser.add_argument("--in-process", action="store_true",
                         help="run `taubot worker --in-process` (no fork per tick)")
     args = parser.parse_args(argv)
@@ -152,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
                         "-keyout", str(Path(tmp) / "ca.key"), "-out", str(ca)],
                        check=True, capture_output=True)
         write_descriptor(workspaces, emu.base_url, channels=tuple(channel(i) for i in range(n)), ca=ca)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            metrics_port = probe.getsockname()[1]
         env = {
             "TAUBOT_SLACK_BOT_TOKEN": TOKEN,
             "TAUBOT_SLACK_API_URL": fake.api_url,
@@ -159,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             "TAUBOT_WORKSPACES_DIR": str(workspaces),
             "TAUBOT_QUEUE_NAME": queue_name,
             "TAUBOT_SLACK_UPDATES_PER_MINUTE": "1000000",
+            "TAUBOT_METRICS_PORT": str(metrics_port),
         }
         os.environ.update(env)  # the in-process SimpleWorker's jobs read their settings from it
         try:
@@ -174,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             fake.clear()
             cards = {watch_id(channel(i), run_name(i)): i for i in range(n)}
 
-            mode = ["--in-process"] if args.in_process else []
+            mode = (["--in-process"] if args.in_process else []) + ["--pool", str(args.pool)]
             worker = subprocess.Popen([sys.executable, "-m", "workers.cli", "worker", *mode],
                                       env={**os.environ, **env}, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True)
@@ -190,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             elapsed = time.perf_counter() - started
             states = [load_state(conn, wid) for wid in cards]
             ticks = sum(s.tick for s in states if s is not None)
+            on_time, lagged = tick_lag(metrics_port)
             os.killpg(worker.pid, signal.SIGTERM)  # warm shutdown: the current tick finishes
             _, _, usage = os.wait4(worker.pid, 0)
             worker = None
@@ -203,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{args.interval} s, {elapsed:.1f} s:")
             print(f"  ticks: {ticks} done, {due} due at one per interval per watch "
                   f"→ {ticks / elapsed:.1f} ticks/s ({ticks / max(1, due):.0%} of due)")
+            print(f"  ticks started within 2 s of due (taubot_watch_tick_lag_seconds): "
+                  f"{on_time}/{lagged} ({on_time / max(1, lagged):.0%})")
             print(f"  worker CPU (process + forked work horses): {cpu:.1f} s → "
                   f"{cpu / max(1, ticks) * 1000:.1f} ms CPU per tick")
             print(f"  chat.update: {calls} calls, {changed} changed a card, {calls - changed} wasted; "

@@ -147,7 +147,8 @@ def test_commands_and_probes(minimal: list[dict[str, Any]]) -> None:
     pods = containers(minimal)
     commands = {name: spec["containers"][0]["command"] for name, spec in pods.items()}
     assert commands == {"taubot-bot": ["taubot", "serve", "http", "--port", "3000"],
-                        "taubot-worker": ["taubot", "worker"], "taubot-monitor": ["taubot", "monitor"]}
+                        "taubot-worker": ["taubot", "worker", "--pool", "4", "--in-process"],
+                        "taubot-monitor": ["taubot", "monitor"]}
     parser = build_parser()
     for command in commands.values():
         parser.parse_args(command[1:])  # every command is one the image's CLI accepts

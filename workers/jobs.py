@@ -33,7 +33,7 @@ from workers.contracts.requests import (
     WorkspaceRequest,
 )
 from workers.flows import cluster, escalation, failure, logs, mute, node_validation, status, validate, watch
-from workers.metrics import ESCALATIONS, counted, observe_tick_lag
+from workers.metrics import ESCALATIONS, counted
 from workers.services import current
 
 log = logging.getLogger(__name__)
@@ -96,8 +96,6 @@ def mute_job(request: dict[str, Any]) -> str:
 def watch_tick(wid: str, tick: int) -> dict[str, Any]:
     """One refresh of a watched card."""
     services = current()
-    job = get_current_job()
-    observe_tick_lag(job.enqueued_at if job is not None else None)
     return watch.run_tick(services, wid, tick, now=services.clock.now())
 
 

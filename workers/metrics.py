@@ -20,7 +20,6 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from prometheus_client import (
@@ -50,7 +49,8 @@ KUBE_REQUESTS = Counter("taubot_kube_requests_total", "Kubernetes API requests, 
 SLACK_CALLS = Counter("taubot_slack_calls_total", "Slack Web API calls, by method and outcome",
                       ["method", "outcome"])
 SLACK_RATELIMITED = Counter("taubot_slack_ratelimited_total", "Slack 429 answers, by method", ["method"])
-TICK_LAG = Histogram("taubot_watch_tick_lag_seconds", "How late a watch tick started after it was due",
+TICK_LAG = Histogram("taubot_watch_tick_lag_seconds", "How late a watch tick started after it was due "
+                     "(its slot: started_at + k x interval)",
                      buckets=(0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0))
 CARD_WRITES = Counter("taubot_card_writes_total", "Card posts and edits, by outcome", ["outcome"])
 ESCALATIONS = Counter("taubot_escalations_total", "Escalate presses handled, by outcome", ["outcome"])
@@ -88,14 +88,6 @@ def counted(job: str) -> Callable[[F], F]:
     return wrap
 
 
-def observe_tick_lag(enqueued_at: datetime | None) -> None:
-    """A tick's lag: rq's scheduler enqueues it when it is due, so enqueued → started is the lag."""
-    if enqueued_at is None:
-        return
-    when = enqueued_at if enqueued_at.tzinfo else enqueued_at.replace(tzinfo=UTC)
-    TICK_LAG.observe(max(0.0, time.time() - when.timestamp()))
-
-
 class ActiveWatches:
     """`taubot_active_watches`, counted in Redis at scrape time: a watch lives in Redis, not in
     any one worker, so no process could keep this gauge itself."""
@@ -128,4 +120,4 @@ def exposition(registry: CollectorRegistry) -> tuple[bytes, str]:
 
 __all__ = ["ACK_SECONDS", "AUTO_POSTS", "CARD_WRITES", "COMMANDS", "ESCALATIONS", "JOBS", "JOB_SECONDS",
            "KUBE_REQUESTS", "PRESSES", "SLACK_CALLS", "SLACK_RATELIMITED", "STALLED", "TICK_LAG",
-           "ActiveWatches", "counted", "exposition", "observe_tick_lag", "registry_for_scrape", "timed_job"]
+           "ActiveWatches", "counted", "exposition", "registry_for_scrape", "timed_job"]

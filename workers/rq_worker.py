@@ -65,6 +65,12 @@ class _Recovering:
 
     max_connection_wait_time = 2.0
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        # Defaults here, not only in make_worker: rq's WorkerPool builds its workers itself.
+        kwargs.setdefault("worker_ttl", WORKER_TTL_SECONDS)
+        kwargs.setdefault("maintenance_interval", MAINTENANCE_INTERVAL_SECONDS)
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+
     def run_maintenance_tasks(self) -> None:
         try:
             release_stale_scheduler_locks(self.connection, self.queue_names(),  # type: ignore[attr-defined]
@@ -79,7 +85,32 @@ class TaubotWorker(_Recovering, Worker):
 
 
 class TaubotSimpleWorker(_Recovering, SimpleWorker):
-    """Runs jobs in its own process (`taubot worker --in-process`)."""
+    """Runs jobs in its own process (`taubot worker --in-process`).
+
+    A forking worker's horse takes each job's memory with it; here the process lives on, so the
+    engine's per-object caches (built for the stall monitor, whose objects persist) are dropped
+    after every job — they would otherwise keep every status's pods alive up to their bound."""
+
+    def perform_job(self, *args: object, **kwargs: object) -> bool:  # rq 3: (job, queue, execution)
+        try:
+            return super().perform_job(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            from workers.diagnosis import podfacts, shapes
+
+            podfacts.clear_cache()
+            shapes.clear_cache()
+
+
+def run_pool(queue: object, conn: redis.Redis, workers: int, *, in_process: bool = False,
+             burst: bool = False) -> None:
+    """`taubot worker --pool N`: rq's WorkerPool of N workers in one pod, each with its own work
+    horses, so N latency-bound jobs (watch ticks waiting on the API server and Slack) overlap
+    instead of queueing behind each other; one of them holds the scheduler."""
+    from rq.worker_pool import WorkerPool
+
+    release_stale_scheduler_locks(conn, [queue.name], datetime.now(UTC))  # type: ignore[attr-defined]
+    cls = TaubotSimpleWorker if in_process else TaubotWorker
+    WorkerPool([queue], connection=conn, num_workers=workers, worker_class=cls).start(burst=burst)  # type: ignore[list-item]
 
 
 def make_worker(queue: object, conn: redis.Redis, *, in_process: bool = False) -> Worker:
@@ -92,4 +123,4 @@ def make_worker(queue: object, conn: redis.Redis, *, in_process: bool = False) -
 
 
 __all__ = ["MAINTENANCE_INTERVAL_SECONDS", "TaubotSimpleWorker", "TaubotWorker", "WORKER_TTL_SECONDS",
-           "make_worker", "release_stale_scheduler_locks"]
+           "make_worker", "release_stale_scheduler_locks", "run_pool"]

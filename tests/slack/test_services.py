@@ -150,3 +150,25 @@ def test_serve_on_a_busy_port_and_worker_without_redis_are_one_line(slack_app: S
     worker = subprocess.run([sys.executable, "-m", "workers.cli", "worker", "--burst"], env=env, cwd=ROOT,
                             capture_output=True, timeout=30)
     assert worker.returncode == 2 and b"cannot reach Redis" in worker.stderr and b"Traceback" not in worker.stderr
+
+
+def test_an_in_process_worker_keeps_no_pods_after_its_job(slack_app: SlackApp) -> None:
+    """`taubot worker --in-process` lives on between jobs: the engine's per-object caches must not
+    keep each status's pods alive (a forking worker's horse drops them with its memory)."""
+    from workers.diagnosis import podfacts, shapes
+    from workers.rq_worker import TaubotSimpleWorker
+    from workers.services import install
+
+    with running_emulator([*workspace_objects(), *example_objects("l4-job-waiting-for-quota")]) as emu:
+        write_descriptor(slack_app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
+        slack_app.command("status llama-ft-7b")
+        install(slack_app.services)
+        TaubotSimpleWorker([slack_app.queue], connection=slack_app.redis).work(burst=True)
+    assert [c for c in slack_app.fake.calls_to("chat.postMessage") if c.params.get("thread_ts")]
+    assert podfacts._VIEWS == {} and shapes._VERDICTS == {}
+
+
+def test_a_pool_of_no_workers_is_one_line(slack_app: SlackApp) -> None:
+    result = subprocess.run([sys.executable, "-m", "workers.cli", "worker", "--pool", "0"],
+                            env=service_env(slack_app), cwd=ROOT, capture_output=True, timeout=30)
+    assert result.returncode == 2 and b"--pool needs at least 1" in result.stderr

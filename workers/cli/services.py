@@ -105,7 +105,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from redis.exceptions import RedisError
 
     import workers.jobs  # noqa: F401
-    from workers.rq_worker import make_worker
+    from workers.rq_worker import make_worker, run_pool
     from workers.services import Services, install
 
     services = Services.for_slack(settings)
@@ -115,6 +115,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise ServiceConfigError(f"cannot reach Redis at TAUBOT_REDIS_URL: {exc}") from None
     install(services)
     _serve_health(settings, services.redis, watches=True)
+    if args.pool < 1:
+        raise ServiceConfigError("--pool needs at least 1 worker")
+    if args.pool > 1:
+        run_pool(services.queue.rq, services.redis, args.pool, in_process=args.in_process,  # type: ignore[attr-defined]
+                 burst=args.burst)
+        return 0
     worker = make_worker(services.queue.rq, services.redis, in_process=args.in_process)  # type: ignore[attr-defined]
     worker.work(burst=args.burst, with_scheduler=True)
     return 0
@@ -157,6 +163,9 @@ def add_service_commands(sub: Any) -> None:
                         help="run jobs in this process instead of a forked work horse per job: "
                         "several times the throughput for --watch ticks; a job that crashes the "
                         "interpreter takes the worker with it (job timeouts still apply)")
+    worker.add_argument("--pool", type=int, default=1, metavar="N",
+                        help="N rq workers in this pod (rq's WorkerPool): latency-bound jobs such as "
+                        "--watch ticks overlap; one Redis lease still runs the scheduler")
     worker.set_defaults(func=cmd_worker)
 
 

@@ -113,6 +113,11 @@ _VIEWS: dict[tuple[int, bool], tuple[dict, list[ContainerView]]] = {}
 _VIEWS_MAX = 150_000  # bounded: two views per pod of a 75,000-pod cache
 
 
+def clear_cache() -> None:
+    """Forget every cached entry (a long-lived worker calls this after each job)."""
+    _VIEWS.clear()
+
+
 def containers(pod: dict, *, init: bool) -> list[ContainerView]:
     """Spec and status merged, so a container with no status yet still shows up.
 

@@ -106,6 +106,11 @@ _VERDICTS: dict[int, tuple[dict, list[str]]] = {}
 _VERDICTS_MAX = 200_000
 
 
+def clear_cache() -> None:
+    """Forget every cached entry (a long-lived worker calls this after each job)."""
+    _VERDICTS.clear()
+
+
 def problems(obj: dict) -> list[str]:
     """Why ``obj`` cannot be read safely (empty when it can)."""
     hit = _VERDICTS.get(id(obj))

@@ -43,6 +43,7 @@ from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.profile import GpuProfile, utilization_sparkline
 from workers.kube.reader import KubeReader
+from workers.metrics import TICK_LAG
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import PhaseCardContext, build_phase_card
 from workers.render.mrkdwn import code, escape
@@ -114,6 +115,8 @@ class WatchState(BaseModel):
     namespace: str | None = None
     updates: int = 0
     deferrals: int = Field(default=0, description="times this tick's card update was paced and re-run")
+    next_due: datetime | None = Field(default=None, description="when the pending tick is due: ticks keep "
+                                      "to started_at + k × interval, not to the end of the previous one")
     stopped: str | None = None
     escalation: WatchEscalation | None = None
 
@@ -304,10 +307,12 @@ def record_phases(state: WatchState, diagnosis: Diagnosis, now: datetime) -> Non
 # ------------------------------------------------------------------ ticks on the queue
 
 
-def schedule_tick(services: Services, state: WatchState, *, pipeline: Pipeline | None = None) -> str:
-    """The next tick, due in one interval: any worker with a scheduler runs it."""
+def schedule_tick(services: Services, state: WatchState, now: datetime, *,
+                  pipeline: Pipeline | None = None) -> str:
+    """The next tick, due at ``state.next_due``: any worker with a scheduler runs it."""
+    delay = state.interval if state.next_due is None else max(0.0, (state.next_due - now).total_seconds())
     return services.queue.enqueue_in(
-        state.interval, TICK_JOB, state.id, state.tick, job_id=tick_job_id(state.id, state.tick),
+        delay, TICK_JOB, state.id, state.tick, job_id=tick_job_id(state.id, state.tick),
         timeout=services.settings.job_timeout_seconds, retries=TICK_RETRIES,
         retry_interval=state.interval, on_failure=TICK_FAILURE,
         description=f"watch {state.request.command.run} in {state.request.channel} #{state.tick}",
@@ -336,9 +341,13 @@ def advance(services: Services, state: WatchState, now: datetime) -> None:
     whose next tick was never scheduled (the watch silently stops), or a tick
     that finds the state one number behind and skips itself as stale.
     """
+    # Anchored to the watch's own cadence: a tick that took 0.4 s does not push every later one
+    # back by 0.4 s; one that ran late is followed at once, never twice in one slot.
+    previous = state.next_due or state.started_at
+    state.next_due = max(previous + timedelta(seconds=state.interval), now)
     with services.redis.pipeline(transaction=True) as pipe:
         save_state(pipe, state, now)
-        schedule_tick(services, state, pipeline=pipe)
+        schedule_tick(services, state, now, pipeline=pipe)
         pipe.execute()
 
 
@@ -457,6 +466,8 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         state = load_state(conn, wid)
         if state is None or state.stopped is not None or state.tick != tick:
             return {"watch": wid, "tick": tick, "skipped": "stale"}
+        if state.next_due is not None and not state.deferrals:
+            TICK_LAG.observe(max(0.0, (now - state.next_due).total_seconds()))
         live, operator_ok = asyncio.run(diagnose_for_card(services, state.request, now))
         if state.request.command.run_profile:
             state.utilization = [*state.utilization, average_utilization(live.profile)][-HISTORY_POINTS:]
