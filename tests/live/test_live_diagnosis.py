@@ -55,17 +55,22 @@ async def test_every_request_impersonates_user_and_all_groups(tmp_path: Path) ->
 
 @pytest.mark.parametrize("kind", ["RayJob", "Job"])
 async def test_request_count_does_not_grow_with_pods(tmp_path: Path, kind: str) -> None:
-    """Only the layer-6 node reads grow, one GET per distinct node (capped); the rest is fixed."""
+    """The request count is the same for 1, 100 and 1,000 pods, and at most 10: the run's nodes
+    come in one LIST (tests/diagnosis/test_node_health.py node shapes), whatever their number."""
+    from tests.diagnosis.test_node_health import node
+
     counts = {}
     for n in (1, 100, 1000):
-        objs = workspace_objects() + synthetic_snapshot(n, kind, failing_pod_index=0)["items"]
+        items = synthetic_snapshot(n, kind, failing_pod_index=0)["items"]
+        hosts = sorted({p["spec"]["nodeName"] for p in items if p.get("kind") == "Pod" and p["spec"].get("nodeName")})
+        objs = workspace_objects() + items + [node(**{"metadata.name": h}) for h in hosts]
         result, requests = await run_live(objs, tmp_path, RUN_NAME)
         assert result.diagnosis.first_incomplete in ("RayCluster", "Container start")
         assert result.requests == len(requests)
-        node_gets = [r for r in requests if r.path.startswith("/api/v1/nodes/")]
-        nodes = {p["spec"].get("nodeName") for p in objs if p.get("kind") == "Pod" and p["spec"].get("nodeName")}
-        assert len(node_gets) == min(len(nodes), 64) and len({r.path for r in node_gets}) == len(node_gets)
-        counts[n] = len(requests) - len(node_gets)
+        [node_list] = [r for r in requests if r.path == "/api/v1/nodes"]
+        assert node_list.query["labelSelector"].count(",") == min(len(hosts), 64) - 1
+        assert not [r for r in requests if r.path.startswith("/api/v1/nodes/")]
+        counts[n] = len(requests)
     assert counts[1] == counts[100] == counts[1000], counts
     assert counts[1] <= 10, counts
 
