@@ -25,6 +25,7 @@ import yaml
 
 from tests.fixtures import k8s
 from workers.clock import ManualClock
+from workers.gc_tuning import tune_gc
 from workers.monitor.cache import KINDS, Cache
 from workers.monitor.run import SweepReport, sweep_workspace
 from workers.queue import InlineQueue
@@ -84,6 +85,7 @@ def main() -> int:
             store = cache.stores[(k8s.NS, kind.name)]
             store.objects = {o["metadata"]["name"]: o for o in items if o["kind"] == kind.name}
             store.version = "1"
+        tune_gc()  # the collector as `taubot monitor` sets it (workers/gc_tuning.py)
         cpu = []
         for i in range(3):
             started = time.process_time()

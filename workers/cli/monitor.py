@@ -29,9 +29,12 @@ def cmd_monitor(args: Any) -> int:
     services = Services.for_slack(settings)
     install(services)
     if not args.once:
+        from workers.gc_tuning import tune_gc
+
         from .services import _serve_health
 
         _serve_health(settings, services.redis)
+        tune_gc()
     if args.once:
         report = asyncio.run(run_once(services))
         print(json.dumps({"runs": report.runs, "stalled": report.stalled, "posts": report.posts,

@@ -105,6 +105,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from redis.exceptions import RedisError
 
     import workers.jobs  # noqa: F401
+    from workers.gc_tuning import tune_gc
     from workers.rq_worker import make_worker, run_pool
     from workers.services import Services, install
 
@@ -115,6 +116,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise ServiceConfigError(f"cannot reach Redis at TAUBOT_REDIS_URL: {exc}") from None
     install(services)
     _serve_health(settings, services.redis, watches=True)
+    tune_gc()
     if args.pool < 1:
         raise ServiceConfigError("--pool needs at least 1 worker")
     if args.pool > 1:
