@@ -391,7 +391,9 @@ def test_a_tick_under_a_saturated_pace_does_not_wait_and_runs_again_when_the_pac
         paced = Job.fetch(retry.removesuffix("-d1"), connection=app.redis).return_value()
         assert paced["card"] == "deferred" and paced["retry_in"] == 5  # within one interval, not a minute
         app.clock.advance(60)  # the budget refills on the app's clock
+        before = len(emu.requests)
         tick(app, seconds=0)
+        assert len(emu.requests) == before  # the re-run sends what the tick computed: no new reads
         [update] = updates(app)
         assert update.params["ts"] == ts
         state = load_state(app.redis, watch_id(CHANNEL, RUN))

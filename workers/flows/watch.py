@@ -28,6 +28,7 @@ the button; the escalation job edits the same stored card, so both agree.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -141,6 +142,27 @@ def state_key(wid: str) -> str:
 
 def owner_key(wid: str) -> str:
     return f"{KEY_PREFIX}{wid}:owner"
+
+
+def pending_key(wid: str) -> str:
+    return f"{KEY_PREFIX}{wid}:pending"
+
+
+def save_pending(conn: redis.Redis, wid: str, context: PhaseCardContext, diagnosis: Diagnosis,
+                 reason: str | None, *, ttl: int) -> None:
+    """What a paced tick computed, for its re-run to send without reading the cluster again."""
+    conn.set(pending_key(wid), json.dumps({"context": context.model_dump(mode="json"),
+                                           "diagnosis": diagnosis.model_dump(mode="json"), "reason": reason}),
+             ex=max(1, ttl))
+
+
+def load_pending(conn: redis.Redis, wid: str) -> tuple[PhaseCardContext, Diagnosis, str | None] | None:
+    raw = conn.get(pending_key(wid))
+    if raw is None:
+        return None
+    doc = json.loads(raw)
+    return (PhaseCardContext.model_validate(doc["context"]), Diagnosis.model_validate(doc["diagnosis"]),
+            doc.get("reason"))
 
 
 def lock_name(wid: str) -> str:
@@ -468,20 +490,25 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
             return {"watch": wid, "tick": tick, "skipped": "stale"}
         if state.next_due is not None and not state.deferrals:
             TICK_LAG.observe(max(0.0, (now - state.next_due).total_seconds()))
-        live, operator_ok = asyncio.run(diagnose_for_card(services, state.request, now))
-        if state.request.command.run_profile:
-            state.utilization = [*state.utilization, average_utilization(live.profile)][-HISTORY_POINTS:]
-        verdict = run_verdict(live, state.request.command.run, now)
-        reason = None
-        if verdict is not None:
-            reason = f"the run finished ({verdict})"
-        elif now >= state.deadline:
-            reason = f"the {services.settings.watch_max_minutes}-minute limit was reached"
-        state.run_kind = live.diagnosis.run.kind or state.run_kind
-        state.namespace = live.namespace or state.namespace
-        button, escalated = escalation_for(services, state, live, now)
-        context = watch_context(live, operator_ok, state, now=now, reason=reason, escalate_button=button,
-                                escalated=escalated)
+        pending = load_pending(conn, wid) if state.deferrals else None
+        if pending is not None:  # a paced re-run: send what this tick computed, do not collect again
+            context, diagnosis, reason = pending
+        else:
+            live, operator_ok = asyncio.run(diagnose_for_card(services, state.request, now))
+            if state.request.command.run_profile:
+                state.utilization = [*state.utilization, average_utilization(live.profile)][-HISTORY_POINTS:]
+            verdict = run_verdict(live, state.request.command.run, now)
+            reason = None
+            if verdict is not None:
+                reason = f"the run finished ({verdict})"
+            elif now >= state.deadline:
+                reason = f"the {services.settings.watch_max_minutes}-minute limit was reached"
+            state.run_kind = live.diagnosis.run.kind or state.run_kind
+            state.namespace = live.namespace or state.namespace
+            button, escalated = escalation_for(services, state, live, now)
+            context = watch_context(live, operator_ok, state, now=now, reason=reason, escalate_button=button,
+                                    escalated=escalated)
+            diagnosis = live.diagnosis
         # Never sleep in a tick: a paced update returns at once with the pacer's delay, and the
         # same tick runs again then (a worker is not held while another card's budget refills).
         delay: list[float] = []
@@ -490,15 +517,18 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         if outcome == "deferred" and state.deferrals < MAX_DEFERRALS:
             state.deferrals += 1
             wait = min(max(delay[0] if delay else 1.0, MIN_RETRY_SECONDS), state.interval)
+            save_pending(conn, wid, context, diagnosis, reason, ttl=state.interval * 2)
             retry_tick(services, state, wait, now)
             return {"watch": wid, "tick": tick, "card": outcome, "retry_in": wait}
+        if state.deferrals:
+            conn.delete(pending_key(wid))
         state.deferrals = 0
         if outcome == "updated":
             state.updates += 1
         if outcome in ("gone", "missing"):
             reason = "the card was deleted" if outcome == "gone" else "the card is no longer known to taubot"
         else:
-            _reply_transitions(services, state, live.diagnosis, now)
+            _reply_transitions(services, state, diagnosis, now)
         if reason is not None:
             _end(services, state, reason, now, card_updated=outcome in ("updated", "gone", "missing"))
         else:
