@@ -1,29 +1,27 @@
-"""200 concurrent `--watch`es on one worker: ticks per second, CPU per tick, chat.update calls.
+"""Concurrent `--watch`es on `taubot worker` processes: ticks on time, CPU per tick, chat.update calls.
 
 Run by hand from the repository root (needs the local Redis):
 
-    .venv/bin/python -m bench.bench_watch [--watches 200] [--seconds 40] [--interval 5]
+    .venv/bin/python -m bench.bench_watch [--watches 200] [--seconds 60] [--interval 15]
+        [--workers 1] [--pool 4] [--in-process] [--tier3]
 
-What runs: the fake Slack and the Kubernetes API emulator in this process;
-``--watches`` Jobs waiting for Kueue admission, each watched from its own
-channel (so the per-channel pace never binds); the status jobs that post the
-cards and start the watches run first in an in-process `SimpleWorker`, then
-ONE `taubot worker` process (a forking rq Worker with its scheduler, as in
-production) runs every tick for ``--seconds``. A third of the way in, half
-of the runs are admitted; two thirds in, a quarter start running. The tier-3
-workspace budget is raised for the run (``TAUBOT_SLACK_UPDATES_PER_MINUTE``)
-because the bench measures the worker, not Slack's limit.
+What runs: the Kubernetes API emulator in its own process (bench/emulator_process.py, so its
+work does not share this process's GIL); the fake Slack in this process; ``--watches`` Jobs
+waiting for Kueue admission, each watched from its own channel (so the per-channel pace never
+binds); ``--workers`` `taubot worker --pool N` processes, as production runs them, which also
+run the status jobs that post the cards and start the watches. The clock starts when every
+watch has started. A third of the way in, half of the runs are admitted; two thirds in, a
+quarter start running. The tier-3 budget is lifted unless ``--tier3``: the bench measures the
+worker, not Slack's limit.
 
 Figures:
 
-* **ticks/s**: ticks completed (from the watches' state in Redis) / seconds;
-  and the lag: ticks done vs. ticks due at one per interval per watch.
-* **CPU per tick**: user+system CPU of the worker process and every work horse
-  it forked (``wait4`` rusage) / ticks.
-* **chat.update calls vs changed cards**: every successful chat.update is
-  compared with the message's previous blocks, ignoring the "updated HH:MM:SS"
-  element; a call that changed nothing would be a wasted tier-3 call. They
-  must be equal, and equal to the number of cards whose run was changed.
+* **ticks on time**: `taubot_watch_tick_lag_seconds` from each worker's /metrics — how late each
+  tick started after its slot (`started_at + k × interval`); and ticks done vs. slots passed.
+* **CPU per job**: user+system CPU of the workers and every work horse (``wait4`` rusage).
+* **chat.update calls vs changed cards**: every successful chat.update is compared with the
+  message's previous blocks, ignoring the "updated HH:MM:SS" element; a call that changed
+  nothing would be a wasted tier-3 call. They must be equal.
 """
 
 from __future__ import annotations
@@ -45,10 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from redis import Redis
-from rq import Queue, SimpleWorker
+from rq import Queue
 
 from bench.ack_latency import cleanup
-from tests.fakes.kube_api import running_emulator
+from bench.emulator_process import EmulatorProcess
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
@@ -56,13 +54,19 @@ from workers.contracts.commands import StatusCommand
 from workers.contracts.identity import Identity
 from workers.contracts.ids import watch_id as _watch_id
 from workers.contracts.requests import StatusRequest
-from workers.flows.watch import KEY_PREFIX, load_state
+from workers.flows.watch import KEY_PREFIX, load_state, state_key
 from workers.queue import RqQueue, enqueue_request
 
 TOKEN = "xoxb-bench"
 USER = "U012ALICE"
 IDENTITY = Identity(user="alice@example.com", groups=("team-vision",))
 T0 = datetime.now(UTC) - timedelta(hours=5)  # "created 5h ago" stays put during the bench
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def tick_lag(port: int) -> tuple[int, int]:
@@ -145,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
     parser.add_argument("--tier3", action="store_true",
                         help="keep Slack's real chat.update budget (50 a minute per workspace)")
+    parser.add_argument("--workers", type=int, default=1, help="`taubot worker` processes (pods)")
     parser.add_argument("--pool", type=int, default=1,
                         help="`taubot worker --pool N`: N rq workers in the one worker process tree")
     parser.add_argument("--in-process", action="store_true",
@@ -156,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     queue = Queue(queue_name, connection=conn)
     n = args.watches
     objects = [obj for i in range(n) for obj in pending(i)]
-    worker: subprocess.Popen[bytes] | None = None
+    workers: list[tuple[subprocess.Popen[bytes], int]] = []
     with tempfile.TemporaryDirectory() as tmp, running_fake_slack(token=TOKEN) as fake, \
-            running_emulator([*workspace_objects(), *objects]) as emu:
+            EmulatorProcess([*workspace_objects(), *objects]) as emu:
         workspaces = Path(tmp) / "workspaces"
         workspaces.mkdir()
         # Production descriptors name the cluster's CA: loading that one certificate is what a
@@ -169,9 +174,6 @@ def main(argv: list[str] | None = None) -> int:
                         "-keyout", str(Path(tmp) / "ca.key"), "-out", str(ca)],
                        check=True, capture_output=True)
         write_descriptor(workspaces, emu.base_url, channels=tuple(channel(i) for i in range(n)), ca=ca)
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            metrics_port = probe.getsockname()[1]
         env = {
             "TAUBOT_SLACK_BOT_TOKEN": TOKEN,
             "TAUBOT_SLACK_API_URL": fake.api_url,
@@ -180,70 +182,74 @@ def main(argv: list[str] | None = None) -> int:
             "TAUBOT_QUEUE_NAME": queue_name,
             # The worker is what is measured, so Slack's tier-3 budget is lifted unless --tier3.
             "TAUBOT_SLACK_UPDATES_PER_MINUTE": "50" if args.tier3 else "1000000",
-            "TAUBOT_METRICS_PORT": str(metrics_port),
         }
-        os.environ.update(env)  # the in-process SimpleWorker's jobs read their settings from it
         try:
+            mode = (["--in-process"] if args.in_process else []) + ["--pool", str(args.pool)]
+            for _ in range(args.workers):
+                port = free_port()
+                workers.append((subprocess.Popen(
+                    [sys.executable, "-m", "workers.cli", "worker", *mode],
+                    env={**os.environ, **env, "TAUBOT_METRICS_PORT": str(port)}, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, start_new_session=True), port))
             for i in range(n):
                 command = StatusCommand(run=run_name(i), watch=True, interval=args.interval)
                 request = StatusRequest(command=command, identity=IDENTITY, channel=channel(i), user=USER,
                                         requested_at=datetime.now(UTC))
                 enqueue_request(RqQueue(queue), request, retries=0)
-            started = time.perf_counter()
-            SimpleWorker([queue], connection=conn).work(burst=True)
-            print(f"{n} watches started (status job + first card each) in "
-                  f"{time.perf_counter() - started:.1f} s by an in-process SimpleWorker")
-            fake.clear()
             cards = {watch_id(channel(i), run_name(i)): i for i in range(n)}
-
-            mode = (["--in-process"] if args.in_process else []) + ["--pool", str(args.pool)]
-            worker = subprocess.Popen([sys.executable, "-m", "workers.cli", "worker", *mode],
-                                      env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True)
+            setup = time.perf_counter()
+            while sum(conn.exists(state_key(wid)) for wid in cards) < n:  # the workers post every card
+                if time.perf_counter() - setup > 600:
+                    raise RuntimeError("the watches did not all start within 10 minutes")
+                time.sleep(0.2)
+            print(f"{n} watches started (status job + first card each) in "
+                  f"{time.perf_counter() - setup:.1f} s by the worker(s) under test")
             started = time.perf_counter()
             changed_runs: set[int] = set()
             for step, (share, shape) in enumerate(((2, admitted), (4, running)), start=1):
                 time.sleep(max(0.0, started + args.seconds * step / 3 - time.perf_counter()))
-                for i in range(0, n, share):
-                    for obj in shape(i):
-                        emu.upsert(obj)
-                    changed_runs.add(i)
+                emu.upsert([obj for i in range(0, n, share) for obj in shape(i)])
+                changed_runs.update(range(0, n, share))
             time.sleep(max(0.0, started + args.seconds - time.perf_counter()))
             elapsed = time.perf_counter() - started
             states = [load_state(conn, wid) for wid in cards]
+            ended = datetime.now(UTC)  # slots passed, per watch from its own start (ticks keep to them)
             ticks = sum(s.tick for s in states if s is not None)
-            on_time, lagged = tick_lag(metrics_port)
-            os.killpg(worker.pid, signal.SIGTERM)  # warm shutdown: the current tick finishes
-            _, _, usage = os.wait4(worker.pid, 0)
-            worker = None
-            cpu = usage.ru_utime + usage.ru_stime
+            lags = [tick_lag(port) for _, port in workers]
+            on_time, lagged = sum(a for a, _ in lags), sum(b for _, b in lags)
+            requests = emu.request_count()
+            cpu = 0.0
+            for proc, _ in workers:
+                os.killpg(proc.pid, signal.SIGTERM)  # warm shutdown: the current tick finishes
+                _, _, usage = os.wait4(proc.pid, 0)
+                cpu += usage.ru_utime + usage.ru_stime
+            workers = []
 
             expected_changes = len(range(0, n, 2)) + len(range(0, n, 4))
             calls, changed, touched = count_changes(fake)
-            ended = datetime.now(UTC)  # slots passed, per watch from its own start (ticks keep to them)
             due = sum(int((ended - s.started_at).total_seconds() // args.interval) for s in states if s)
             kind = "in-process SimpleWorker" if args.in_process else "forking rq Worker"
-            print(f"one `taubot worker --pool {args.pool}` ({kind}s + scheduler), {n} watches every "
-                  f"{args.interval} s, {elapsed:.1f} s:")
+            print(f"{args.workers} × `taubot worker --pool {args.pool}` ({kind}s + scheduler), {n} watches "
+                  f"every {args.interval} s, {elapsed:.1f} s after the last one started:")
             print(f"  ticks: {ticks} done, {due} slots passed "
                   f"→ {ticks / elapsed:.1f} ticks/s ({ticks / max(1, due):.0%} of due)")
             print(f"  ticks started within 2 s of due (taubot_watch_tick_lag_seconds): "
                   f"{on_time}/{lagged} ({on_time / max(1, lagged):.0%})")
-            print(f"  worker CPU (process + forked work horses): {cpu:.1f} s → "
-                  f"{cpu / max(1, ticks) * 1000:.1f} ms CPU per tick")
+            print(f"  worker CPU (processes + work horses), setup included: {cpu:.1f} s → "
+                  f"{cpu / max(1, ticks + n) * 1000:.1f} ms CPU per job")
             print(f"  chat.update: {calls / elapsed * 60:.0f} a minute "
                   f"({'tier 3 kept: 50 a minute' if args.tier3 else 'tier-3 budget lifted'})")
             print(f"  chat.update: {calls} calls, {changed} changed a card, {calls - changed} wasted; "
                   f"runs changed {len(changed_runs)} times in total {expected_changes} "
                   f"(cards touched: {len(touched)})")
-            print(f"  Kubernetes API requests: {len(emu.requests)} "
-                  f"({len(emu.requests) / max(1, ticks):.1f} per tick, incl. first cards)")
+            print(f"  Kubernetes API requests: {requests} ({requests / max(1, ticks + n):.1f} per job, "
+                  "first cards included)")
             print(f"  bench process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
             assert calls == changed, "a chat.update that changed nothing"
         finally:
-            if worker is not None:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait(timeout=10)
+            for proc, _ in workers:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
             cleanup(conn, queue)
             for key in conn.scan_iter(f"{KEY_PREFIX}*"):
                 conn.delete(key)
