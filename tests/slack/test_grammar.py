@@ -127,3 +127,20 @@ def test_commands_round_trip_through_json() -> None:
     command = parse("status r --watch --interval 30 --workspace vision")
     assert StatusCommand.model_validate_json(command.model_dump_json()) == command
     assert command.display() == "/tau status r --workspace vision --watch --interval 30"
+
+
+def test_validate_takes_a_code_block_the_next_lines_one_line_of_json_or_a_file() -> None:
+    from workers.contracts.commands import ValidateCommand
+
+    fenced = parse("validate --workspace vision ```yaml\napiVersion: batch/v1\nkind: Job\n```")
+    assert fenced == ValidateCommand(workspace="vision", manifest="apiVersion: batch/v1\nkind: Job\n")
+    assert parse("validate\nkind: Job").manifest == "kind: Job"  # type: ignore[union-attr]
+    one_line = parse('validate --workspace vision {"apiVersion": "batch/v1", "kind": "Job"}')
+    assert one_line.manifest == '{"apiVersion": "batch/v1", "kind": "Job"}'  # type: ignore[union-attr]
+    assert one_line.workspace == "vision"  # type: ignore[union-attr]
+    linked = parse("validate <https://taugrid.slack.com/files/U012ALICE/F07ABCDEF12/job.yaml|job.yaml>")
+    assert linked == ValidateCommand(file_id="F07ABCDEF12")
+    with pytest.raises(CommandError, match="give the manifest once"):
+        parse("validate F07ABCDEF12 ```kind: Job```")
+    with pytest.raises(CommandError, match="the pasted manifest is 300 KiB"):
+        parse("validate ```" + "a: b\n" * 61440 + "```")

@@ -276,6 +276,9 @@ def _parse_validate(rest: str) -> ValidateCommand:
         manifest: str | None = _code_block(tail)
     elif "\n" in rest:
         head, _, manifest = rest.partition("\n")
+    elif "{" in rest and _unescape_slack(rest).lstrip().startswith(("{", "--")):
+        head, brace, tail = rest.partition("{")  # one line of JSON after the flags
+        manifest = brace + tail
     else:
         head, manifest = rest, None
     positionals, flags = _options(_split(head), "validate")
