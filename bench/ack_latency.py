@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,9 +34,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -50,6 +47,7 @@ from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fakes.slack_signing import signed_headers, slash_command_body
 from tests.live.conftest import workspace_objects, write_descriptor
 from tests.slack.conftest import example_objects
+from tests.slack.test_services import serve_http
 
 SECRET = "bench-signing-secret"
 TOKEN = "xoxb-bench"
@@ -96,32 +94,6 @@ def burst(url: str, fake: FakeSlack, count: int) -> list[float]:
     with ThreadPoolExecutor(max_workers=count) as pool:
         futures = [pool.submit(post, request, start) for request in requests]
         return [f.result() for f in futures]
-
-
-@contextmanager
-def serve_process(env: dict[str, str]) -> Iterator[str]:
-    """`taubot serve http` in its own process, as production runs it; its base URL once it is up."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "workers.cli", "serve", "http", "--host", "127.0.0.1",
-                             "--port", str(port)], env={**os.environ, **env},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/healthz", timeout=1):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("taubot serve http did not start") from None
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def cards(fake: FakeSlack) -> int:
@@ -188,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             "TAUBOT_METRICS_PORT": "0",
         }
         try:
-            with serve_process(env) as base:
+            with serve_http({**os.environ, **env}, quiet=True) as base:  # its own process
                 url = base + EVENTS_PATH
                 send(url, "help", "warmup", fake)  # first request pays imports and connections
                 burst(url, fake, args.commands)  # and a first burst fills the pools (threads, Redis)

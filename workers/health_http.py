@@ -6,7 +6,7 @@
   answers (Redis for all three; Slack's `auth.test` already passed at start,
   or the process would have exited with one line saying why).
 * `/metrics` — prometheus_client's text exposition; in the worker it merges
-  the work horses' samples (`workers.metrics.registry_for_scrape`).
+  the work horses' samples (`workers.metrics.scrape`).
 
 The bot mounts these routes beside `/slack/events` on its own port
 (`bot/serve.py`); the worker and the monitor serve them on a small
@@ -22,7 +22,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from workers.metrics import exposition, registry_for_scrape
+from workers.metrics import scrape
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def answer(path: str, *, ready: Ready | None = None,
            collectors: list[Any] | None = None) -> tuple[int, str, bytes]:
     """(status, content type, body) for one of the three paths — any server can send it."""
     if path == METRICS_PATH:
-        body, content_type = exposition(registry_for_scrape(collectors))
+        body, content_type = scrape(collectors)
         return 200, content_type, body
     why = ready() if (ready is not None and path == READY_PATH) else None
     text = "text/plain; charset=utf-8"

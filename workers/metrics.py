@@ -101,23 +101,24 @@ class ActiveWatches:
             yield GaugeMetricFamily("taubot_active_watches", "Watches not yet stopped", value=value)
 
 
-def registry_for_scrape(extra: list[Any] | None = None) -> CollectorRegistry:
-    """The default registry, or in a multiprocess worker a fresh one merging every horse's files."""
+def scrape(extra: list[Any] | None = None) -> tuple[bytes, str]:
+    """The text exposition and its content type: the default registry, or in a multiprocess worker
+    a fresh one merging every horse's files; ``extra`` collectors (computed at scrape time, like
+    `ActiveWatches`) are read from a registry of their own, so nothing is registered twice."""
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
     else:
         registry = REGISTRY
-    for collector in extra or []:
-        if collector not in getattr(registry, "_collector_to_names", {}):
-            registry.register(collector)
-    return registry
-
-
-def exposition(registry: CollectorRegistry) -> tuple[bytes, str]:
-    return generate_latest(registry), CONTENT_TYPE_LATEST
+    body = generate_latest(registry)
+    if extra:
+        own = CollectorRegistry()
+        for collector in extra:
+            own.register(collector)
+        body += generate_latest(own)
+    return body, CONTENT_TYPE_LATEST
 
 
 __all__ = ["ACK_SECONDS", "AUTO_POSTS", "CARD_WRITES", "COMMANDS", "ESCALATIONS", "JOBS", "JOB_SECONDS",
            "KUBE_REQUESTS", "PRESSES", "SLACK_CALLS", "SLACK_RATELIMITED", "STALLED", "TICK_LAG",
-           "ActiveWatches", "counted", "exposition", "registry_for_scrape", "timed_job"]
+           "ActiveWatches", "counted", "scrape", "timed_job"]

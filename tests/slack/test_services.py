@@ -46,11 +46,13 @@ def service_env(slack_app: SlackApp) -> dict[str, str]:
 
 
 @contextmanager
-def serve_http(env: dict[str, str]) -> Iterator[str]:
+def serve_http(env: dict[str, str], *, quiet: bool = False) -> Iterator[str]:
+    """`taubot serve http` as its own process; its URL once `/healthz` answers. ``quiet`` sends its
+    log to /dev/null (a long benchmark would fill an unread pipe and stall the server)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "workers.cli", "serve", "http", "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL if quiet else subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
@@ -61,7 +63,7 @@ def serve_http(env: dict[str, str]) -> Iterator[str]:
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    output = proc.stderr.read().decode() if proc.stderr else "no output"
+                    output = proc.stderr.read().decode() if proc.stderr else "no output (quiet)"
                     raise AssertionError(output) from None
                 time.sleep(0.05)
         yield url
