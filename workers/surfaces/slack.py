@@ -163,7 +163,7 @@ class SlackSurface:
         the fake Slack in tests): a `url_private_download` elsewhere is refused, not fetched."""
         host = urlsplit(url).hostname or ""
         api_host = urlsplit(self.client.base_url).hostname or ""
-        return host == "files.slack.com" or host.endswith(".slack.com") or host == api_host
+        return host.endswith(".slack.com") or host == api_host
 
     def shared_file(self, file_id: str, channel: str, max_bytes: int) -> bytes | Failed:
         """`files.info` (scope `files:read`), then the download with the bot token.
