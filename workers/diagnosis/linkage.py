@@ -230,7 +230,22 @@ def find_run(objects: list[dict], name: str, namespace: str | None = None) -> Ru
                 pods.append(p)
     result.pods = pods
 
-    pod_uids = {meta(p).get("uid") for p in pods if meta(p).get("uid")}
+    # One pass over the run's pods for what the rest links by (at 20,000 pods each extra pass
+    # cost ~10 ms of cache misses, bench/bench_evaluate.py).
+    pod_uids: set[str] = set()
+    pod_names: set[str] = set()
+    claim_names: set[str] = set()
+    for p in pods:
+        m = p.get("metadata") or {}
+        if m.get("uid"):
+            pod_uids.add(m["uid"])
+        pod_names.add(m.get("name"))
+        for rc_ref in (p.get("spec") or {}).get("resourceClaims") or []:
+            if rc_ref.get("resourceClaimName"):
+                claim_names.add(rc_ref["resourceClaimName"])
+        for st in (p.get("status") or {}).get("resourceClaimStatuses") or []:
+            if st.get("resourceClaimName"):
+                claim_names.add(st["resourceClaimName"])
     workloads = []
     for wl in same_ns.get("Workload", []):
         if group_of(wl) != "kueue.x-k8s.io":
@@ -243,14 +258,6 @@ def find_run(objects: list[dict], name: str, namespace: str | None = None) -> Ru
             workloads.append(wl)
     result.workloads = workloads
 
-    claim_names: set[str] = set()
-    for p in pods:
-        for rc_ref in (p.get("spec") or {}).get("resourceClaims") or []:
-            if rc_ref.get("resourceClaimName"):
-                claim_names.add(rc_ref["resourceClaimName"])
-        for st in (p.get("status") or {}).get("resourceClaimStatuses") or []:
-            if st.get("resourceClaimName"):
-                claim_names.add(st["resourceClaimName"])
     for claim in same_ns.get("ResourceClaim", []):
         if group_of(claim) != "resource.k8s.io":
             continue
@@ -272,7 +279,7 @@ def find_run(objects: list[dict], name: str, namespace: str | None = None) -> Ru
 
     linked: set[tuple[str, str]] = {(result.kind, run_name)}
     linked.update(("Workload", meta(w).get("name")) for w in workloads)
-    linked.update(("Pod", meta(p).get("name")) for p in pods)
+    linked.update(("Pod", n) for n in pod_names)
     linked.update(("ResourceClaim", n) for n in result.claims)
     if result.raycluster_name:
         linked.add(("RayCluster", result.raycluster_name))

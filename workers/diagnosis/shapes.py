@@ -9,6 +9,7 @@ engine treats it as absent — and unknown fields are not looked at.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -99,7 +100,53 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+def _emit(shape: Any, var: str, depth: int, lines: list[str], types: dict[str, Any]) -> None:
+    """Lines that `return False` when ``var`` (known not to be None) breaks ``shape``."""
+    pad = "    " * (depth + 1)
+    if isinstance(shape, list):
+        item = f"i{depth}"
+        lines += [f"{pad}if {var}.__class__ is not list: return False",
+                  f"{pad}for {item} in {var}:",
+                  f"{pad}    if {item} is None: return False"]
+        _emit(shape[0], item, depth + 1, lines, types)
+    elif isinstance(shape, dict):
+        lines.append(f"{pad}if {var}.__class__ is not dict: return False")
+        for key, sub in shape.items():
+            child = f"v{depth}"
+            if key == "*":
+                lines += [f"{pad}for {child} in {var}.values():",
+                          f"{pad}    if {child} is not None:"]
+                _emit(sub, child, depth + 2, lines, types)
+            else:
+                lines += [f"{pad}{child} = {var}.get({key!r})", f"{pad}if {child} is not None:"]
+                _emit(sub, child, depth + 1, lines, types)
+    else:
+        name = f"T{len(types)}"
+        types[name] = shape
+        if shape is N:
+            lines.append(f"{pad}if not isinstance({var}, int) or {var}.__class__ is bool: return False")
+        else:
+            lines.append(f"{pad}if not isinstance({var}, {name}): return False")
+
+
+def _compile(shape: dict) -> Callable[[Any], bool]:
+    """A yes/no checker for ``shape``, generated as one flat function: the same rules as
+    `_check` without building a path or a message at every field, and without a call per
+    field. Nearly every object is well-formed, so `problems` asks this first and walks with
+    `_check` only an object that fails (at 5,000 pods the walk that names paths cost ~90 ms of
+    `evaluate`; this costs a fraction). Generating the source is how `dataclasses` builds its
+    methods too; the text comes only from the shape tables above, never from input."""
+    lines = ["def check(obj):"]
+    types: dict[str, Any] = {}
+    _emit(shape, "obj", 0, lines, types)
+    lines.append("    return True")
+    namespace: dict[str, Any] = dict(types)
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built from the constant tables above
+    return namespace["check"]
+
+
 _SHAPES: dict[str, dict] = {}
+_FAST: dict[str, Callable[[Any], bool]] = {}
 # The stall monitor judges the same cached objects every sweep; a verdict is kept per object
 # (keyed by identity, checked against the object itself, as podfacts keeps container views).
 _VERDICTS: dict[int, tuple[dict, list[str]]] = {}
@@ -111,17 +158,28 @@ def clear_cache() -> None:
     _VERDICTS.clear()
 
 
-def problems(obj: dict) -> list[str]:
-    """Why ``obj`` cannot be read safely (empty when it can)."""
-    hit = _VERDICTS.get(id(obj))
-    if hit is not None and hit[0] is obj:
-        return list(hit[1])
-    kind = str(obj.get("kind"))
+def _shape(kind: str) -> tuple[dict, Callable[[Any], bool]]:
     shape = _SHAPES.get(kind)
     if shape is None:
         shape = _SHAPES[kind] = _merge(COMMON, BY_KIND.get(kind, {}))
+        _FAST[kind] = _compile(shape)
+    return shape, _FAST[kind]
+
+
+def walk(obj: dict) -> list[str]:
+    """Every wrong-typed field of ``obj``, each named by its path: the slow, thorough walk."""
     out: list[str] = []
-    _check(obj, shape, "", out)
+    _check(obj, _shape(str(obj.get("kind")))[0], "", out)
+    return out
+
+
+def problems(obj: dict) -> list[str]:
+    """Why ``obj`` cannot be read safely (empty when it can): the generated yes/no check first,
+    and `walk` only for an object that fails it."""
+    hit = _VERDICTS.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return list(hit[1])
+    out = [] if _shape(str(obj.get("kind")))[1](obj) else walk(obj)
     if len(_VERDICTS) >= _VERDICTS_MAX:
         _VERDICTS.clear()
     _VERDICTS[id(obj)] = (obj, list(out))
@@ -143,4 +201,4 @@ def sanitize(objects: list[dict]) -> tuple[list[dict], list[str]]:
     return kept, skipped
 
 
-__all__ = ["problems", "sanitize"]
+__all__ = ["problems", "sanitize", "walk"]

@@ -14,7 +14,7 @@ from typing import Literal
 
 from ..linkage import Event, RunObjects, meta
 from ..models import Finding, PhaseResult, PhaseState
-from ..podfacts import condition
+from ..podfacts import PodSummary, condition, summarize
 
 Terminal = Literal["succeeded", "failed"] | None
 
@@ -30,6 +30,33 @@ class RunContext:
     objs: RunObjects
     now: datetime
     _verdicts: dict[tuple[str, int], PodVerdict] = field(default_factory=dict, repr=False)
+    _summaries: dict[int, PodSummary] = field(default_factory=dict, repr=False)
+    _unsettled: dict[int, tuple[list[dict], list[dict]]] = field(default_factory=dict, repr=False)
+
+    def summary(self, pod: dict) -> PodSummary:
+        """The pod's `PodSummary`, read once per evaluation."""
+        found = self._summaries.get(id(pod))
+        if found is None:
+            found = self._summaries[id(pod)] = summarize(pod)
+        return found
+
+    def unsettled(self, pods: list[dict]) -> list[dict]:
+        """The pods a pod-level phase has to judge: every pod but the settled ones, which each
+        such phase judges done with no evidence (`podfacts.PodSummary`). Kept per list: every
+        pod-level phase, and RayCluster after them, asks it of the same list."""
+        hit = self._unsettled.get(id(pods))
+        if hit is not None and hit[0] is pods:
+            return hit[1]
+        found = [p for p in pods if not self.summary(p).settled]
+        self._unsettled[id(pods)] = (pods, found)
+        return found
+
+    def verdicts(self, phase: str, judge_pod: Callable[[RunContext, dict], PodVerdict],
+                 pods: list[dict]) -> tuple[list[PodVerdict], int]:
+        """The verdicts of the pods that need judging, and how many pods are done: the settled
+        ones and those judged done."""
+        judged = [self.judge(phase, judge_pod, p) for p in self.unsettled(pods)]
+        return judged, len(pods) - len(judged) + sum(v.state is PhaseState.DONE for v in judged)
 
     def judge(self, phase: str, judge_pod: Callable[[RunContext, dict], PodVerdict], pod: dict
               ) -> PodVerdict:

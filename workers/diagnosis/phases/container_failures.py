@@ -16,7 +16,6 @@ from ..podfacts import ContainerView, containers, describe_exit, exit_failed, wh
 from .common import PodVerdict, clip
 
 CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
-PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 
 CRASH = Finding(owner="researcher", transient=False, next_action=CRASH_ACTION)
 OOM = Finding(owner="researcher", transient=False, next_action=OOM_ACTION)

@@ -11,13 +11,14 @@ from __future__ import annotations
 from ..linkage import meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import (
+    PULL_ERRORS,
     condition,
     containers,
     is_scheduled,
     pod_phase,
 )
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
-from .container_failures import CRASH, PULL_ERRORS, container_failure, restart_note, volume_mount
+from .container_failures import CRASH, container_failure, restart_note, volume_mount
 
 NAME = "Container start"
 LAYER = 5
@@ -82,11 +83,11 @@ def _job_failed(ctx: RunContext) -> PhaseResult | None:
 
 
 def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
-    verdicts = [ctx.judge(NAME, judge_pod, p) for p in pods]
-    started = sum(v.state is PhaseState.DONE for v in verdicts)
+    verdicts, started = ctx.verdicts(NAME, judge_pod, pods)
+    # A settled pod has never restarted: only the others can have a restart to note.
     phase = aggregate(NAME, LAYER, verdicts, total=len(pods),
                       done_summary=f"{started}/{len(pods)} pods' containers started "
-                      f"(does not prove progress){restart_note(pods)}", healthy=HEALTHY)
+                      f"(does not prove progress){restart_note(ctx.unsettled(pods))}", healthy=HEALTHY)
     if phase.state is not PhaseState.WARNING:
         return _job_failed(ctx) or phase
     return phase

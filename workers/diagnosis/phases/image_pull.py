@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from ..models import Finding, PhaseResult, PhaseState
 from ..patterns import IMAGE_PULL, IMAGE_PULL_UNKNOWN, first_match
-from ..podfacts import ContainerView, all_containers, is_scheduled, is_terminal, where
+from ..podfacts import PULL_ERRORS, ContainerView, all_containers, is_scheduled, is_terminal, where
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier, worst
 
 NAME = "Image pull"
 LAYER = 5
-PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 
 HEALTHY = Finding(owner="image-owner", transient=False, next_action="Images are present.")
 PULLING = Finding(owner="image-owner", transient=False,
@@ -96,9 +95,11 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
 
 
 def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
-    verdicts = [ctx.judge(NAME, judge_pod, p) for p in pods]
-    images = sorted({c.image for p in pods for c in all_containers(p) if c.image})
-    shown = ", ".join(images[:2]) + (", …" if len(images) > 2 else "")
+    verdicts, done = ctx.verdicts(NAME, judge_pod, pods)
+    shown = ""
+    if done == len(pods):  # the images are named only in the line of a phase that is done
+        images = sorted(set().union(*(ctx.summary(p).images for p in pods)))
+        shown = ", ".join(images[:2]) + (", …" if len(images) > 2 else "")
     return aggregate(NAME, LAYER, verdicts, total=len(pods),
                      done_summary=f"no pull errors ({shown})" if shown else "no pull errors",
                      healthy=HEALTHY)

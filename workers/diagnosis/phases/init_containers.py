@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import (
+    PULL_ERRORS,
     condition,
     containers,
     is_scheduled,
@@ -15,7 +16,7 @@ from ..podfacts import (
     pod_phase,
 )
 from .common import PodVerdict, RunContext, aggregate, result, waiting_for_earlier
-from .container_failures import PULL_ERRORS, container_failure
+from .container_failures import container_failure
 
 NAME = "Init containers"
 LAYER = 5
@@ -59,7 +60,7 @@ def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
     users = [p for p in pods if (p.get("spec") or {}).get("initContainers")]
     if not users:
         return result(NAME, LAYER, PhaseState.SKIPPED, "no init containers", HEALTHY)
-    verdicts = [ctx.judge(NAME, judge_pod, p) for p in users]
+    verdicts, _ = ctx.verdicts(NAME, judge_pod, users)
     return aggregate(NAME, LAYER, verdicts, total=len(users),
                      done_summary=f"{len(users)}/{len(users)} pods initialized", healthy=HEALTHY)
 

@@ -99,8 +99,7 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
 
 
 def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:
-    verdicts = [ctx.judge(NAME, judge_pod, p) for p in pods]
-    done = sum(v.state is PhaseState.DONE for v in verdicts)
+    verdicts, done = ctx.verdicts(NAME, judge_pod, pods)
     return aggregate(NAME, LAYER, verdicts, total=len(pods),
                      done_summary=f"{done}/{len(pods)} pods scheduled", healthy=HEALTHY)
 
