@@ -9,8 +9,9 @@ Kubernetes API emulator standing in for slack.com and a cluster:
 
 1. **Ack latency**: ``--commands`` signed `/tau status` requests, signed
    beforehand and released together (a barrier), to `taubot serve http` running
-   in its own process as in production; the time until each HTTP response (the
-   ack) arrives. Slack's limit is 3 s; the goal is p50 ≤ 20 ms, p99 ≤ 100 ms.
+   in its own process as in production, once per ``--processes`` count (its
+   servers share the port); the time until each HTTP response (the ack)
+   arrives. Slack's limit is 3 s; the goal is p50 ≤ 20 ms, p99 ≤ 100 ms.
 2. **Command → first card**: one command with ``--workers`` `taubot worker`
    processes running (real forking rq workers, started as subprocesses):
    time from sending the command until the phase card is in the thread.
@@ -115,6 +116,19 @@ def describe(label: str, values: list[float]) -> str:
             f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms")
 
 
+def ack_figure(url: str, fake: FakeSlack, queue: Queue, commands: int, processes: int) -> None:
+    """Warm up, then one burst with no worker running: its ack latencies."""
+    send(url, "help", "warmup", fake)  # first request pays imports and connections
+    for _ in range(2):  # and first bursts fill the pools (threads, Redis) of every process
+        burst(url, fake, commands)
+    queue.empty()
+    acks = burst(url, fake, commands)
+    print(describe(f"ack latency, {commands} concurrent commands, serve http --processes {processes}, "
+                   "no worker", acks))
+    print(f"  jobs queued: {queue.count}")
+    queue.empty()
+
+
 def cleanup(conn: Redis, queue: Queue) -> None:
     """Remove every key this run left: its jobs (queued, finished, failed), their results, the
     queue's registries, and the operator-access cache entries."""
@@ -135,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commands", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--processes", default="1,2",
+                        help="server process counts to measure the ack at, comma-separated; the "
+                        "worker figures use the last")
     args = parser.parse_args(argv)
 
     queue_name = f"taubot-bench-{uuid.uuid4().hex[:8]}"
@@ -159,17 +176,14 @@ def main(argv: list[str] | None = None) -> int:
             "TAUBOT_QUEUE_NAME": queue_name,
             "TAUBOT_METRICS_PORT": "0",
         }
+        counts = [int(n) for n in args.processes.split(",")]
         try:
-            with serve_http({**os.environ, **env}, quiet=True) as base:  # its own process
+            for processes in counts[:-1]:
+                with serve_http({**os.environ, **env}, processes=processes) as base:
+                    ack_figure(base + EVENTS_PATH, fake, queue, args.commands, processes)
+            with serve_http({**os.environ, **env}, processes=counts[-1]) as base:  # its own process
                 url = base + EVENTS_PATH
-                send(url, "help", "warmup", fake)  # first request pays imports and connections
-                burst(url, fake, args.commands)  # and a first burst fills the pools (threads, Redis)
-                queue.empty()
-
-                acks = burst(url, fake, args.commands)
-                print(describe(f"ack latency, {args.commands} concurrent commands, no worker", acks))
-                print(f"  jobs queued: {queue.count}")
-                queue.empty()
+                ack_figure(url, fake, queue, args.commands, counts[-1])
 
                 worker_env = {**os.environ, **env}
                 for _ in range(args.workers):

@@ -19,11 +19,11 @@ from redis import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry as RedisRetry
 from rq import Queue
-from slack_bolt import Ack, App, Respond
+from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
 from bot.buttons import EscalateButton, MuteButton, ValidateNodesButton
-from bot.commands import LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
+from bot.commands import ARRIVED, LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
 from bot.watch_buttons import StopWatchingButton
 from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, STOP_WATCHING_ACTION, VALIDATE_NODES_ACTION
@@ -109,8 +109,8 @@ def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton
     listeners come before the catch-all: Bolt runs the first listener that matches."""
 
     @app.command(SLASH_COMMAND)
-    def on_tau(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
-        ack(**commands.handle(command, respond).ack_kwargs())
+    def on_tau(ack: Ack, command: dict[str, Any], respond: Respond, context: BoltContext) -> None:
+        ack(**commands.handle(command, respond, arrived=context.get(ARRIVED)).ack_kwargs())
 
     @app.action(ESCALATE_ACTION)
     def on_escalate(ack: Ack, body: dict[str, Any], respond: Respond) -> None:

@@ -56,6 +56,8 @@ from workers.settings import Settings
 log = logging.getLogger(__name__)
 
 ACK_BUDGET_SECONDS = 2.0
+# The request context key the HTTP server sets to the request's arrival (`time.monotonic`).
+ARRIVED = "taubot_arrived"
 LISTENER_THREADS = 32
 
 
@@ -160,17 +162,25 @@ class TauCommands:
         *,
         ack_budget: float = ACK_BUDGET_SECONDS,
         executor: ThreadPoolExecutor | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.resolver = resolver
         self.enqueue = enqueue
         self.ack_budget = ack_budget
+        self.clock = clock
         self.executor = executor or ThreadPoolExecutor(
             max_workers=LISTENER_THREADS, thread_name_prefix="tau-authorize"
         )
 
-    def handle(self, payload: dict[str, Any], respond: Callable[..., Any]) -> Reply:
-        """The ephemeral ack for one slash command; later news, if any, goes to ``respond``."""
-        started = time.perf_counter()
+    def handle(self, payload: dict[str, Any], respond: Callable[..., Any], *,
+               arrived: float | None = None) -> Reply:
+        """The ephemeral ack for one slash command; later news, if any, goes to ``respond``.
+
+        ``arrived`` (on ``clock``) is when the HTTP server read the request: the budget runs
+        from then, not from when a dispatch thread got to it, so a command that queued behind
+        stalled ones (Redis hanging) still acks within Slack's 3 s — "still working" at once —
+        instead of waiting a whole budget of its own."""
+        started = self.clock() if arrived is None else arrived
         try:
             command = parse(str(payload.get("text") or ""))
         except CommandError as error:
@@ -181,7 +191,8 @@ class TauCommands:
             return help_reply()
         future = self.executor.submit(self.authorize_and_enqueue, command, payload)
         try:
-            reply, outcome, identity = future.result(timeout=self.ack_budget)
+            left = max(0.0, started + self.ack_budget - self.clock())
+            reply, outcome, identity = future.result(timeout=left)
         except FutureTimeout:
             future.add_done_callback(lambda done: self._late(done, respond))
             self._audit(payload, None, command.verb, command, "pending", started)
@@ -189,12 +200,11 @@ class TauCommands:
         self._audit(payload, identity, command.verb, command, outcome, started)
         return reply
 
-    @staticmethod
-    def _audit(payload: dict[str, Any], identity: Identity | None, kind: str, command: Command | None,
+    def _audit(self, payload: dict[str, Any], identity: Identity | None, kind: str, command: Command | None,
                outcome: str, started: float) -> None:
         """The audit line and the metrics of one command, once its ack is decided."""
         COMMANDS.labels(kind if kind in USAGE else "unknown", outcome).inc()
-        ACK_SECONDS.observe(time.perf_counter() - started)
+        ACK_SECONDS.observe(self.clock() - started)
         audit("command", slack_user=str(payload.get("user_id") or ""),
               channel=str(payload.get("channel_id") or ""),
               k8s_user=identity.user if identity else None,
@@ -270,5 +280,5 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
     return enqueue
 
 
-__all__ = ["ACK_BUDGET_SECONDS", "NoMapping", "Reply", "TauCommands", "help_reply", "queue_enqueuer",
-           "usage_reply"]
+__all__ = ["ACK_BUDGET_SECONDS", "ARRIVED", "NoMapping", "Reply", "TauCommands", "help_reply",
+           "queue_enqueuer", "usage_reply"]

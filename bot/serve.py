@@ -16,19 +16,38 @@ the app manifest) and `/healthz`, `/readyz`, `/metrics` (workers/health_http.py)
 The listen backlog is raised from the usual 5 because Slack delivers bursts (a
 channel's worth of `/tau` at a stand-up) and a dropped SYN costs a 1-second
 retransmit out of a 3-second ack budget.
+
+Why few dispatch threads, and processes (`--processes N`) to go wider: an ack is
+CPU-bound (about 0.5 ms: Bolt's dispatch, the identity, rq's enqueue, the audit
+line) and one process has one interpreter lock. With 32 threads a burst of 50
+was served side by side and every ack came late (p50 49 ms, the p99 of the
+burst); with 4 the acks come out roughly in arrival order (p50 30 ms). Two
+processes, each with its own socket on the port (SO_REUSEPORT, so the kernel
+spreads connections evenly), halve the queue: p50 16 ms, p99 27 ms
+(bench/ack_latency.py, 2 cores). Gunicorn's pre-fork, measured too, shares one
+accepting socket, and a burst landed mostly on one worker (p50 22 ms). Few
+threads are safe because the ack budget runs from the request's arrival
+(`ARRIVED` in the request context): a command that queued behind stalled ones
+answers "still working" at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import socket
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 from slack_bolt import App, BoltResponse
 from slack_bolt.request import BoltRequest
 
+from bot.commands import ARRIVED
 from workers.health_http import HEALTH_PATH, METRICS_PATH, READY_PATH, Ready, answer
 
 log = logging.getLogger(__name__)
@@ -36,7 +55,7 @@ log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
 # Slack's largest payloads (a block_actions press echoing a 50-block card) are tens of kB.
 MAX_BODY_BYTES = 1024 * 1024
-DISPATCH_THREADS = 32
+DISPATCH_THREADS = 4
 BACKLOG = 128
 
 
@@ -79,9 +98,11 @@ def web_app(app: App, ready: Ready | None = None, *, threads: int = DISPATCH_THR
             return _text(status, why)
         if request.method != "POST":
             return _text(404, "not found")
+        arrived = time.monotonic()
         body = (await request.read()).decode("utf-8", errors="replace")
         bolt_request = BoltRequest(body=body, query=request.query_string,
-                                   headers={k.lower(): request.headers.getall(k) for k in request.headers})
+                                   headers={k.lower(): request.headers.getall(k) for k in request.headers},
+                                   context={ARRIVED: arrived})
         response = await asyncio.get_running_loop().run_in_executor(executor, app.dispatch, bolt_request)
         return _to_aiohttp(response)
 
@@ -135,11 +156,100 @@ class BackgroundServer:
         self.loop.close()
 
 
-def serve_http(app: App, host: str, port: int, ready: Ready | None = None) -> None:
-    """Serve until interrupted (SIGTERM/SIGINT end it cleanly). ``OSError`` when the port is taken."""
-    log.info("taubot listening on http://%s:%s%s", host, port, EVENTS_PATH)
+def serve_http(app: App, host: str, port: int, ready: Ready | None = None, *, processes: int = 1) -> int:
+    """Serve until SIGTERM/SIGINT; the exit code. ``OSError`` when the port is taken.
+
+    With ``processes`` > 1 this process forks that many servers, each with its own socket on
+    the port (SO_REUSEPORT), and waits for them: a signal is passed on to every one, and one
+    that dies takes the rest down with a non-zero exit, so Kubernetes restarts the pod rather
+    than it serving at part strength unnoticed."""
+    if processes <= 1:
+        _run(app, host, port, ready, reuse_port=False)
+        return 0
+    _probe_bind(host, port)
+    return prefork(lambda: _run(app, host, port, ready, reuse_port=True), processes)
+
+
+def _run(app: App, host: str, port: int, ready: Ready | None, *, reuse_port: bool) -> None:
+    def listening(_banner: str) -> None:  # aiohttp calls this once the socket is bound
+        log.info("taubot listening on http://%s:%s%s (pid %s)", host, port, EVENTS_PATH, os.getpid())
+
     web.run_app(web_app(app, ready), host=host, port=port, backlog=BACKLOG, access_log=None,
-                print=None, handle_signals=True)
+                print=listening, handle_signals=True, reuse_port=reuse_port or None)
+
+
+def _probe_bind(host: str, port: int) -> None:
+    """Fail here, in one process with one message, when the port cannot be had."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        probe.bind((host, port))
+
+
+def prefork(serve: Callable[[], None], processes: int) -> int:
+    """Run ``serve`` in ``processes`` forked children until they end; the first bad exit code.
+
+    Fork happens before any thread exists (checked): the Bolt app, its Redis pool and its
+    executors are built but idle, and redis-py opens new connections in a child by itself."""
+    if threading.active_count() > 1:
+        raise RuntimeError(f"cannot fork {processes} servers: {threading.active_count()} threads already "
+                           "run in this process")
+    children: set[int] = set()
+    stopping = False
+
+    def stop(signum: int = signal.SIGTERM, _frame: object = None) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in list(children):
+            try:
+                os.kill(child, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    # Before the first fork, so that no signal finds the parent without its handler.
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for _ in range(processes):
+        pid = os.fork()
+        if pid == 0:  # the child: serve, and never return into the parent's code
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)  # aiohttp installs its own once it runs
+            code = 0
+            try:
+                serve()
+            except BaseException:  # noqa: BLE001 - a child must end here whatever happened
+                log.exception("front-end process %s failed", os.getpid())
+                code = 1
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        children.add(pid)
+    exit_code = 0
+    try:
+        while children:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            children.discard(pid)
+            _forget_metrics(pid)
+            code = os.waitstatus_to_exitcode(status)
+            if not stopping:
+                log.error("front-end process %s exited (%s): stopping the other %d", pid,
+                          f"signal {-code}" if code < 0 else f"code {code}", len(children))
+                exit_code = code if code > 0 else 1
+                stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return exit_code
+
+
+def _forget_metrics(pid: int) -> None:
+    """prometheus_client's multiprocess mode keeps a dead process's live gauges until told."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)
 
 
 def serve_socket(app: App, app_token: str) -> None:
@@ -149,6 +259,6 @@ def serve_socket(app: App, app_token: str) -> None:
     SocketModeHandler(app, app_token).start()
 
 
-__all__ = ["BackgroundServer", "EVENTS_PATH", "HEALTH_PATH", "MAX_BODY_BYTES", "serve_http", "serve_socket",
-           "web_app"]
+__all__ = ["BackgroundServer", "EVENTS_PATH", "HEALTH_PATH", "MAX_BODY_BYTES", "prefork", "serve_http",
+           "serve_socket", "web_app"]
 

@@ -145,7 +145,7 @@ def test_the_bot_has_no_kubernetes_identity(minimal: list[dict[str, Any]]) -> No
 def test_commands_and_probes(minimal: list[dict[str, Any]]) -> None:
     pods = containers(minimal)
     commands = {name: spec["containers"][0]["command"] for name, spec in pods.items()}
-    assert commands == {"taubot-bot": ["taubot", "serve", "http", "--port", "3000"],
+    assert commands == {"taubot-bot": ["taubot", "serve", "http", "--port", "3000", "--processes", "2"],
                         "taubot-worker": ["taubot", "worker", "--pool", "4", "--in-process"],
                         "taubot-monitor": ["taubot", "monitor"]}
     parser = build_parser()
@@ -232,6 +232,7 @@ def test_another_release_name_gets_its_own_cluster_objects() -> None:
 
 @pytest.mark.parametrize(("values", "said"), [
     ({**MINIMAL, "bot": {"replicas": "two"}}, "at '/bot/replicas': got string, want integer"),
+    ({**MINIMAL, "bot": {"replicas": 2, "processes": 0}}, "at '/bot/processes': minimum"),
     ({**MINIMAL, "imagee": {}}, "additional properties 'imagee' not allowed"),
     ({**MINIMAL, "config": {"QUEUE_NAME": "x"}}, "'QUEUE_NAME' does not match pattern '^TAUBOT_"),
     ({**MINIMAL, "logFormat": "xml"}, "/logFormat"),

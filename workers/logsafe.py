@@ -28,7 +28,14 @@ _PATTERNS = (
 )
 
 
+# Every pattern above needs one of these words: a line with none is left as it is, unsearched
+# (five searches per field of every audit line were a tenth of an ack's CPU).
+_TRIGGERS = re.compile(r"hooks|response_url|xox|xapp|bearer|files-pri", re.IGNORECASE)
+
+
 def redact(text: str) -> str:
+    if _TRIGGERS.search(text) is None:
+        return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"

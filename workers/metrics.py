@@ -5,8 +5,9 @@ library's model, and the only one its multiprocess mode supports. The worker
 is multiprocess — rq forks a work horse per job — so `taubot worker` sets
 `PROMETHEUS_MULTIPROC_DIR` before this module is first imported
 (`workers/cli/__init__.py`), each horse writes its samples there, and the
-parent's `/metrics` merges them (`MultiProcessCollector`). The bot and the
-monitor are single processes and serve the registry directly.
+parent's `/metrics` merges them (`MultiProcessCollector`); so does `taubot serve
+http --processes N`, whose servers each answer `/metrics` for all. A single
+bot process and the monitor serve the registry directly.
 
 Labels are bounded on purpose: a command's *kind* (the grammar's verbs), a
 Kubernetes *resource* plural and status code, a Slack *method* — never a

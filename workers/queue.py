@@ -82,13 +82,17 @@ class RqQueue:
     def enqueue(self, job: str, *args: Any, job_id: str | None = None, timeout: int = 120,
                 retries: int = 0, meta: dict[str, Any] | None = None, description: str = "",
                 on_failure: str | None = FAILURE_CALLBACK) -> str:
-        queued = self.rq.enqueue(
-            job, *args, job_id=job_id, job_timeout=timeout,
-            retry=Retry(max=retries, interval=retry_intervals(retries)) if retries > 0 else None,
-            on_failure=Callback(on_failure) if on_failure else None,
-            result_ttl=RESULT_TTL_SECONDS, failure_ttl=FAILURE_TTL_SECONDS,
-            meta=meta or {}, description=description or job,
-        )
+        # One pipeline, so one round trip: without it rq sends two transactions (the queue's
+        # registration, then the job and its push), and the ack waits for both (issue 16).
+        with self.rq.connection.pipeline() as pipe:
+            queued = self.rq.enqueue(
+                job, *args, job_id=job_id, job_timeout=timeout,
+                retry=Retry(max=retries, interval=retry_intervals(retries)) if retries > 0 else None,
+                on_failure=Callback(on_failure) if on_failure else None,
+                result_ttl=RESULT_TTL_SECONDS, failure_ttl=FAILURE_TTL_SECONDS,
+                meta=meta or {}, description=description or job, pipeline=pipe,
+            )
+            pipe.execute()
         return str(queued.id)
 
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,

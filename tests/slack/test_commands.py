@@ -73,6 +73,20 @@ def test_slow_success_acks_in_budget_and_says_nothing_more() -> None:
     assert len(jobs.calls) == 1
 
 
+def test_a_command_that_queued_past_its_budget_acks_still_working_at_once() -> None:
+    """The budget runs from the request's arrival at the server (`arrived`, on the injected
+    clock), not from when a dispatch thread got to it: a command that waited behind others
+    stalled on Redis answers "still working" with no wait of its own, and is queued later."""
+    responses, jobs = Recorder(), Recorder()
+    resolver = SlowResolver(ALICE)  # blocked until released, so only a zero wait can return
+    commands = TauCommands(resolver, jobs.enqueue, ack_budget=30.0, clock=lambda: 1000.0)
+    assert commands.handle(PAYLOAD, responses.respond, arrived=1000.0 - 31) == STILL_WORKING
+    resolver.release.set()
+    assert jobs.done.wait(5)
+    commands.executor.shutdown(wait=True)
+    assert len(jobs.calls) == 1 and responses.calls == []
+
+
 def test_enqueue_bug_is_an_ephemeral_error_not_an_exception() -> None:
     def broken(command: Command, identity: Identity, payload: dict[str, Any]) -> None:
         raise RuntimeError("bug")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,31 +46,73 @@ def service_env(slack_app: SlackApp) -> dict[str, str]:
     }
 
 
+class ServerProcess:
+    """`taubot serve http` as its own process (with its forked servers). Its log is read on a
+    thread from start to end — so it never fills a pipe nobody reads — and each server's
+    "listening" line, logged once its socket is bound, is the event that it is up."""
+
+    def __init__(self, env: dict[str, str], processes: int) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "workers.cli", "serve", "http", "--host", "127.0.0.1",
+                   "--port", str(self.port)]
+        if processes > 1:
+            command += ["--processes", str(processes)]
+        self.processes = processes
+        self.proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self.listening = threading.Semaphore(0)
+        self.ended = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            if "taubot listening on" in line:
+                self.listening.release()
+        self.ended.set()
+        for _ in range(self.processes):
+            self.listening.release()  # a process that ended wakes whoever waits for it
+
+    def wait_listening(self, timeout: float = 30) -> None:
+        for _ in range(self.processes):
+            assert self.listening.acquire(timeout=timeout), "".join(self.lines)[-3000:]
+        assert not self.ended.is_set(), "".join(self.lines)[-3000:]
+
+    def log(self) -> str:
+        self.ended.wait(10)
+        return "".join(self.lines)
+
+    def children(self) -> list[int]:
+        """The pids of the forked servers (Linux: /proc's list of a task's children)."""
+        text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        return [int(pid) for pid in text.split()]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
 @contextmanager
-def serve_http(env: dict[str, str], *, quiet: bool = False) -> Iterator[str]:
-    """`taubot serve http` as its own process; its URL once `/healthz` answers. ``quiet`` sends its
-    log to /dev/null (a long benchmark would fill an unread pipe and stall the server)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "workers.cli", "serve", "http", "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL if quiet else subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
+def serve_http(env: dict[str, str], *, processes: int = 1) -> Iterator[str]:
+    """`taubot serve http [--processes N]` as its own process; its URL once every server listens."""
+    server = ServerProcess(env, processes)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/healthz", timeout=1) as response:
-                    assert response.status == 200
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    output = proc.stderr.read().decode() if proc.stderr else "no output (quiet)"
-                    raise AssertionError(output) from None
-                time.sleep(0.05)
-        yield url
+        server.wait_listening()
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
+
+
+def post_command(url: str, body: str) -> dict:
+    request = urllib.request.Request(url + "/slack/events", data=body.encode(),
+                                     headers=signed_headers(SECRET, body), method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
 
 
 def test_serve_http_and_worker_processes_answer_a_command(slack_app: SlackApp) -> None:
@@ -79,10 +122,7 @@ def test_serve_http_and_worker_processes_answer_a_command(slack_app: SlackApp) -
         write_descriptor(slack_app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
         body = slash_command_body(text="status llama-ft-7b", channel_id=CHANNEL,
                                   response_url=slack_app.fake.response_url("svc"))
-        request = urllib.request.Request(url + "/slack/events", data=body.encode(),
-                                         headers=signed_headers(SECRET, body), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            ack = json.loads(response.read())
+        ack = post_command(url, body)
         assert "Diagnosing `llama-ft-7b`" in ack["text"]
         assert slack_app.queue.count == 1
 
@@ -92,6 +132,50 @@ def test_serve_http_and_worker_processes_answer_a_command(slack_app: SlackApp) -
         posts = [c for c in slack_app.fake.calls_to("chat.postMessage") if c.params.get("thread_ts")]
         assert len(posts) == 1
         assert "Kueue admission" in posts[0].params["text"]
+
+
+def test_two_server_processes_share_the_port_and_one_metrics_view(slack_app: SlackApp) -> None:
+    """`--processes 2`: two forked servers, each its own socket on the port; every command is
+    acked and queued whichever answers, and `/metrics` from either counts them all (the
+    servers write prometheus_client's multiprocess files, which any one of them merges)."""
+    server = ServerProcess(service_env(slack_app), processes=2)
+    try:
+        server.wait_listening()
+        children = server.children()
+        assert len(children) == 2 and server.proc.pid not in children
+        listening = [line for line in server.lines if "taubot listening on" in line]
+        assert sorted(f"(pid {pid})" in "".join(listening) for pid in children) == [True, True]
+        for i in range(20):
+            body = slash_command_body(text="status llama-ft-7b", channel_id=CHANNEL,
+                                      response_url=slack_app.fake.response_url(f"p{i}"))
+            assert "Diagnosing `llama-ft-7b`" in post_command(server.url, body)["text"]
+        assert slack_app.queue.count == 20
+        for _ in range(2):
+            with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
+                metrics = response.read().decode()
+            assert 'taubot_commands_total{kind="status",outcome="queued"} 20.0' in metrics
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0  # SIGTERM: every server stopped, cleanly
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # reaped by the parent before it exited
+
+
+def test_a_server_process_that_dies_takes_the_others_down(slack_app: SlackApp) -> None:
+    """One of the servers killed: the parent stops the other and exits non-zero, so Kubernetes
+    restarts the pod instead of it serving at half strength unnoticed."""
+    server = ServerProcess(service_env(slack_app), processes=2)
+    try:
+        server.wait_listening()
+        first, second = server.children()
+        os.kill(first, signal.SIGKILL)
+        assert server.proc.wait(timeout=20) == 1
+    finally:
+        server.stop()
+    assert f"front-end process {first} exited (signal 9): stopping the other 1" in server.log()
+    with pytest.raises(ProcessLookupError):
+        os.kill(second, 0)
 
 
 def test_serve_without_signing_secret_exits_2(slack_app: SlackApp) -> None:
@@ -137,16 +221,16 @@ def test_serve_with_a_bad_token_or_no_route_to_slack_is_one_line(slack_app: Slac
     assert result.returncode == 2 and said in result.stderr and b"Traceback" not in result.stderr
 
 
-def test_serve_on_a_busy_port_and_worker_without_redis_are_one_line(slack_app: SlackApp) -> None:
-    import socket
-
+@pytest.mark.parametrize("processes", [[], ["--processes", "2"]])
+def test_serve_on_a_busy_port_and_worker_without_redis_are_one_line(slack_app: SlackApp,
+                                                                    processes: list[str]) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         result = subprocess.run([sys.executable, "-m", "workers.cli", "serve", "http", "--host", "127.0.0.1",
-                                 "--port", str(port)], env=service_env(slack_app), cwd=ROOT, capture_output=True,
-                                timeout=30)
+                                 "--port", str(port), *processes], env=service_env(slack_app), cwd=ROOT,
+                                capture_output=True, timeout=30)
     assert result.returncode == 2 and b"cannot listen on" in result.stderr and b"Traceback" not in result.stderr
     env = {**service_env(slack_app), "TAUBOT_REDIS_URL": "redis://127.0.0.1:9/0"}
     worker = subprocess.run([sys.executable, "-m", "workers.cli", "worker", "--burst"], env=env, cwd=ROOT,

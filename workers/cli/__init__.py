@@ -6,6 +6,7 @@ for it, printed here as one line with exit 2.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
@@ -27,11 +28,24 @@ def build_parser() -> Parser:
     return parser
 
 
+def _forks(argv: list[str]) -> bool:
+    """Whether this command runs in several processes: `taubot worker` (a work horse per job) or
+    `taubot serve http --processes N` with N > 1."""
+    if argv[:1] == ["worker"]:
+        return True
+    if argv[:2] != ["serve", "http"]:
+        return False
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--processes", default="1")
+    known, _ = early.parse_known_args(argv[2:])
+    return known.processes.strip().isdigit() and int(known.processes) > 1
+
+
 def _multiprocess_metrics(argv: list[str]) -> None:
-    """`taubot worker` forks a work horse per job; prometheus_client counts across processes
-    only if `PROMETHEUS_MULTIPROC_DIR` is set before it is first imported, which is here, before
-    any subcommand module loads (workers/metrics.py)."""
-    if argv[:1] == ["worker"] and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    """prometheus_client counts across processes only if `PROMETHEUS_MULTIPROC_DIR` is set before
+    it is first imported, which is here, before any subcommand module loads (workers/metrics.py);
+    every process then writes its samples there and any one's `/metrics` merges them."""
+    if _forks(argv) and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="taubot-metrics-")
 
 

@@ -77,11 +77,12 @@ def cmd_serve_http(args: argparse.Namespace) -> int:
     from workers.health_http import redis_ready
 
     ready = redis_ready(Redis.from_url(settings.redis_url, socket_timeout=1, socket_connect_timeout=1))
+    if args.processes < 1:
+        raise ServiceConfigError("--processes needs at least 1")
     try:
-        serve_http(app, args.host, args.port, ready)
+        return serve_http(app, args.host, args.port, ready, processes=args.processes)
     except OSError as exc:  # the port is taken, or not ours to bind
         raise ServiceConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    return 0
 
 
 def cmd_serve_socket(args: argparse.Namespace) -> int:
@@ -155,6 +156,10 @@ def add_service_commands(sub: Any) -> None:
     http = modes.add_parser("http", help="Bolt app over HTTP: /slack/events and /healthz")
     http.add_argument("--port", type=int, default=3000)
     http.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    http.add_argument("--processes", type=int, default=1, metavar="N",
+                      help="N server processes sharing the port (SO_REUSEPORT): an ack is CPU-bound "
+                      "and one process has one interpreter lock, so a burst of commands is acked "
+                      "about N times sooner with N cores")
     http.set_defaults(func=cmd_serve_http)
     socket = modes.add_parser("socket", help="Bolt app over Socket Mode (development)")
     socket.set_defaults(func=cmd_serve_socket)
