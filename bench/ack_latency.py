@@ -26,6 +26,7 @@ would accept in one channel.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import subprocess
@@ -35,8 +36,8 @@ import threading
 import time
 import urllib.request
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 from redis import Redis
@@ -89,12 +90,45 @@ def send(url: str, text: str, response_id: str, fake: FakeSlack) -> float:
 
 
 def burst(url: str, fake: FakeSlack, count: int) -> list[float]:
-    """``count`` commands released at the same instant, as a stand-up's worth of `/tau` arrives."""
-    requests = [signed(url, f"status {RUN}", f"b{uuid.uuid4().hex[:8]}", fake) for _ in range(count)]
-    start = threading.Barrier(count)
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        futures = [pool.submit(post, request, start) for request in requests]
-        return [f.result() for f in futures]
+    """``count`` commands released at the same instant, as a stand-up's worth of `/tau` arrives.
+
+    Sent from one asyncio thread over raw HTTP/1.1, each on a new connection as Slack's are:
+    the measuring side should take as little as it can of the cores the server runs on (50
+    urllib threads cost the bench itself a few ms of every ack)."""
+    parts = urlsplit(url)
+    raws = []
+    for _ in range(count):
+        body = slash_command_body(text=f"status {RUN}", user_id=USER, channel_id=CHANNEL,
+                                  response_url=fake.response_url(f"b{uuid.uuid4().hex[:8]}"))
+        head = [f"POST {parts.path} HTTP/1.1", f"Host: {parts.netloc}",
+                "Content-Type: application/x-www-form-urlencoded", f"Content-Length: {len(body.encode())}",
+                "Connection: close", *(f"{k}: {v}" for k, v in signed_headers(SECRET, body).items()
+                                       if k.lower() not in ("content-type", "content-length"))]
+        raws.append(("\r\n".join(head) + "\r\n\r\n").encode() + body.encode())
+
+    async def one(raw: bytes, start: asyncio.Event) -> float:
+        await start.wait()
+        started = time.perf_counter()
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        writer.write(raw)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        await reader.readexactly(length)
+        elapsed = time.perf_counter() - started
+        writer.close()
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError("ack status " + head.split(b"\r\n")[0].decode())
+        return elapsed
+
+    async def run() -> list[float]:
+        start = asyncio.Event()
+        tasks = [asyncio.create_task(one(raw, start)) for raw in raws]
+        await asyncio.sleep(0)  # every sender is waiting on the event
+        start.set()
+        return list(await asyncio.gather(*tasks))
+
+    return asyncio.run(run())
 
 
 def cards(fake: FakeSlack) -> int:
@@ -116,17 +150,20 @@ def describe(label: str, values: list[float]) -> str:
             f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms")
 
 
-def ack_figure(url: str, fake: FakeSlack, queue: Queue, commands: int, processes: int) -> None:
-    """Warm up, then one burst with no worker running: its ack latencies."""
+def ack_figure(url: str, fake: FakeSlack, queue: Queue, commands: int, processes: int, bursts: int) -> None:
+    """Warm up, then ``bursts`` bursts with no worker running: their ack latencies together (one
+    burst of 50 is too small a sample for a stable p50)."""
     send(url, "help", "warmup", fake)  # first request pays imports and connections
     for _ in range(2):  # and first bursts fill the pools (threads, Redis) of every process
         burst(url, fake, commands)
     queue.empty()
-    acks = burst(url, fake, commands)
-    print(describe(f"ack latency, {commands} concurrent commands, serve http --processes {processes}, "
-                   "no worker", acks))
-    print(f"  jobs queued: {queue.count}")
-    queue.empty()
+    acks: list[float] = []
+    for _ in range(bursts):
+        acks += burst(url, fake, commands)
+        assert queue.count == commands, f"{queue.count} of {commands} jobs queued"
+        queue.empty()
+    print(describe(f"ack latency, {bursts} bursts of {commands} concurrent commands, serve http "
+                   f"--processes {processes}, no worker", acks))
 
 
 def cleanup(conn: Redis, queue: Queue) -> None:
@@ -149,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commands", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--bursts", type=int, default=10)
     parser.add_argument("--processes", default="1,2",
                         help="server process counts to measure the ack at, comma-separated; the "
                         "worker figures use the last")
@@ -180,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for processes in counts[:-1]:
                 with serve_http({**os.environ, **env}, processes=processes) as base:
-                    ack_figure(base + EVENTS_PATH, fake, queue, args.commands, processes)
+                    ack_figure(base + EVENTS_PATH, fake, queue, args.commands, processes, args.bursts)
             with serve_http({**os.environ, **env}, processes=counts[-1]) as base:  # its own process
                 url = base + EVENTS_PATH
-                ack_figure(url, fake, queue, args.commands, counts[-1])
+                ack_figure(url, fake, queue, args.commands, counts[-1], args.bursts)
 
                 worker_env = {**os.environ, **env}
                 for _ in range(args.workers):
