@@ -754,7 +754,10 @@ class KubeEmulator:
         sub = target.subresource
         if any(r.matches(verb, target.plural, sub, target.namespace, caller) for r in rules):
             resource = f"{target.plural}/{sub}" if sub else target.plural
-            who = f"{target.plural} \"{target.name}\"" if target.name else target.plural
+            # The API server names the group-qualified resource (schema.GroupResource's String):
+            # `rayjobs.ray.io "train" is forbidden`, `pods is forbidden`.
+            qualified = f"{target.plural}.{target.group}" if target.group else target.plural
+            who = f"{qualified} \"{target.name}\"" if target.name else qualified
             scope = (f'in the namespace "{target.namespace}"' if target.namespace
                      else "at the cluster scope")
             raise _HTTPStatus(

@@ -351,6 +351,20 @@ async def test_forbidden_for_one_user_not_another(emu: KubeEmulator) -> None:
     assert emu.requests[0].identity.user == "alice@example.com"
 
 
+async def test_a_forbidden_custom_resource_is_named_with_its_group(emu: KubeEmulator) -> None:
+    """The API server's RBAC message names the group-qualified resource for a CRD (apiserver
+    authorizer via schema.GroupResource): `rayjobs.ray.io "train" is forbidden`."""
+    emu.forbid("get", "rayjobs", user="alice@example.com", namespace=NS)
+    alice = await make_user_client(ClusterTarget(server=emu.base_url), Identity(user="alice@example.com"))
+    async with alice:
+        with pytest.raises(ApiException) as err:
+            await client.CustomObjectsApi(alice).get_namespaced_custom_object("ray.io", "v1", NS,
+                                                                              "rayjobs", "train")
+    assert json.loads(err.value.body)["message"] == (
+        'rayjobs.ray.io "train" is forbidden: User "alice@example.com" cannot get resource "rayjobs" '
+        'in API group "ray.io" in the namespace "team-vision"')
+
+
 async def test_forbid_by_group(emu: KubeEmulator) -> None:
     emu.forbid("get", "pods", group="contractors", subresource="log")
     target = ClusterTarget(server=emu.base_url)
