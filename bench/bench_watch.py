@@ -233,8 +233,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"every {args.interval} s, {elapsed:.1f} s after the last one started:")
             print(f"  ticks: {ticks} done, {due} slots passed "
                   f"→ {ticks / elapsed:.1f} ticks/s ({ticks / max(1, due):.0%} of due)")
+            # A tick still pending at the end and already 2 s past due is late too, though no
+            # histogram saw it start; one running at the end is counted so as well (a lower bound).
+            overdue = sum(1 for st in states if st is not None and st.next_due is not None
+                          and (ended - st.next_due).total_seconds() > 2)
             print(f"  ticks started within 2 s of due (taubot_watch_tick_lag_seconds): "
-                  f"{on_time}/{lagged} ({on_time / max(1, lagged):.0%})")
+                  f"{on_time}/{lagged}; with the {overdue} pending and over 2 s late at the end: "
+                  f"{on_time / max(1, lagged + overdue):.0%} (a lower bound)")
             print(f"  worker CPU (processes + work horses), setup included: {cpu:.1f} s → "
                   f"{cpu / max(1, ticks + n) * 1000:.1f} ms CPU per job")
             print(f"  chat.update: {calls / elapsed * 60:.0f} a minute "
