@@ -369,10 +369,47 @@ def test_a_new_worker_takes_over_scheduling_from_a_killed_one_within_two_interva
         assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
 
 
-def test_a_tick_under_a_saturated_pace_does_not_wait_and_runs_again_when_the_pace_allows(
+def test_a_paced_card_holds_a_slot_before_its_next_tick_and_sends_then_without_asking_again(
         slack_app_factory: Callable[..., SlackApp], tmp_path: Path) -> None:
-    """Issue 16: the pacer's delay is returned, not slept; the same tick is re-scheduled for when
-    the workspace's tier-3 budget has a slot, and the card then changes once."""
+    """Cards that change together each reserve their own slot of the tier-3 budget, up to shortly
+    before their next tick, instead of all retrying at the same instant and giving up after a few
+    rounds with the budget unspent: the re-run at the slot sends at once, while the budget, as
+    any other card sees it, is still full."""
+    # 30 edits a minute, bursts of 3: one slot every 2 s once a burst is spent.
+    app = slack_app_factory(identity_file=identity_file(tmp_path), slack_updates_per_minute=30,
+                            slack_channel_burst=8)
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        ts, _ = card(app)
+        pacer = app.services.pacer
+        assert pacer is not None
+        app.clock.advance(5)  # the tick is due
+        while pacer.try_acquire("chat.update", "C0ELSEWHERE") == 0:  # other cards spent the burst
+            pass
+        apply(emu, admitted())
+        tick(app, seconds=0)
+        assert updates(app) == []
+        [retry] = scheduled(app)
+        assert retry.endswith("-t0-d1")
+        paced = Job.fetch(retry.removesuffix("-d1"), connection=app.redis).return_value()
+        assert paced["card"] == "deferred" and paced["reserved"] is True and paced["retry_in"] == 2.0
+        state = load_state(app.redis, watch_id(CHANNEL, RUN))
+        assert state is not None and state.reserved and state.deferrals == 1
+        app.clock.advance(2)  # the reserved slot's time; the budget is spent again by then
+        assert pacer.try_acquire("chat.update", "C0ELSEWHERE") > 0
+        tick(app, seconds=0)
+        [update] = updates(app)
+        assert update.params["ts"] == ts and "✅ *Kueue admission*" in card_text(app.fake.message(
+            CHANNEL, ts)["blocks"])
+        state = load_state(app.redis, watch_id(CHANNEL, RUN))
+        assert state is not None and state.tick == 1 and state.deferrals == 0 and not state.reserved
+
+
+def test_a_tick_whose_slot_is_past_its_next_tick_does_not_wait_and_the_next_tick_sends(
+        slack_app_factory: Callable[..., SlackApp], tmp_path: Path) -> None:
+    """Issue 16: a tick never sleeps for the pace. When the workspace's tier-3 budget has no slot
+    before the next tick would be due, this tick gives its card edit up at once (nothing held,
+    nothing reserved) and the next tick keeps its time and sends the card once there is a slot."""
     app = slack_app_factory(identity_file=identity_file(tmp_path), slack_updates_per_minute=1)
     with cluster(app, pending()) as emu:
         start_watch(app)
@@ -384,17 +421,15 @@ def test_a_tick_under_a_saturated_pace_does_not_wait_and_runs_again_when_the_pac
         apply(emu, admitted())
         tick(app)
         assert updates(app) == []  # paced: nothing sent, and the worker was not held
-        [retry] = scheduled(app)
-        assert retry.endswith("-t0-d1")  # the same tick, again
+        [following] = scheduled(app)
+        assert following.endswith("-t1")  # the next tick, on its own time: no re-run of this one
+        paced = Job.fetch(following.removesuffix("-t1") + "-t0", connection=app.redis).return_value()
+        assert paced["card"] == "deferred" and "retry_in" not in paced
         state = load_state(app.redis, watch_id(CHANNEL, RUN))
-        assert state is not None and state.tick == 0 and state.deferrals == 1
-        paced = Job.fetch(retry.removesuffix("-d1"), connection=app.redis).return_value()
-        assert paced["card"] == "deferred" and paced["retry_in"] == 5  # within one interval, not a minute
-        app.clock.advance(60)  # the budget refills on the app's clock
-        before = len(emu.requests)
-        tick(app, seconds=0)
-        assert len(emu.requests) == before  # the re-run sends what the tick computed: no new reads
+        assert state is not None and state.tick == 1 and state.deferrals == 0 and not state.reserved
+        assert state.next_due is not None and (state.next_due - state.started_at).total_seconds() == 10
+        app.clock.advance(55)  # the budget refills on the app's clock
+        tick(app)
         [update] = updates(app)
         assert update.params["ts"] == ts
-        state = load_state(app.redis, watch_id(CHANNEL, RUN))
-        assert state is not None and state.tick == 1 and state.deferrals == 0
+        assert "✅ *Kueue admission*" in card_text(app.fake.message(CHANNEL, ts)["blocks"])

@@ -124,14 +124,16 @@ class CardStore:
                               blocking_timeout=LOCK_WAIT_SECONDS)
 
     def update_if_changed(self, channel: str, ts: str, change: Callable[[BaseModel], BaseModel], *,
-                          max_wait: float = UPDATE_MAX_WAIT_SECONDS,
-                          deferred_for: list[float] | None = None) -> Outcome:
+                          max_wait: float = UPDATE_MAX_WAIT_SECONDS, reserve_within: float = 0.0,
+                          reserved: bool = False, deferred: list[Failed] | None = None) -> Outcome:
         """Derive the card's next context from its stored one; send it only if it changed.
 
         "deferred": the pace or a 429 said not now (the stored card is kept, so
-        the next attempt compares against what Slack really shows), and the seconds until it
-        may go are appended to ``deferred_for`` when known; "gone": the message was deleted;
-        "missing": the store does not know this card. ``max_wait=0`` never sleeps.
+        the next attempt compares against what Slack really shows), and why is appended to
+        ``deferred`` (its ``retry_after``; error "reserved" when a slot within
+        ``reserve_within`` is now held for this card: send then with ``reserved``); "gone":
+        the message was deleted; "missing": the store does not know this card. ``max_wait=0``
+        never sleeps.
         """
         with self.lock(channel, ts):
             card = self.load(channel, ts)
@@ -142,13 +144,14 @@ class CardStore:
             if digest == card.hash:
                 return "unchanged"
             rendered = render(new)
-            sent = self.surface.update(channel, ts, rendered.text, rendered.blocks, max_wait=max_wait)
+            sent = self.surface.update(channel, ts, rendered.text, rendered.blocks, max_wait=max_wait,
+                                       reserve_within=reserve_within, reserved=reserved)
             if isinstance(sent, Failed):
                 if sent.kind == "gone":
                     return "gone"
                 if sent.kind == "deferred":
-                    if deferred_for is not None and sent.retry_after is not None:
-                        deferred_for.append(sent.retry_after)
+                    if deferred is not None:
+                        deferred.append(sent)
                     return "deferred"
                 raise RuntimeError(f"chat.update failed: {sent.error or sent.kind}")
             assert isinstance(sent, Sent)

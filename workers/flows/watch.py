@@ -78,8 +78,11 @@ TICK_RETRIES = 2
 HISTORY_POINTS = 20
 UPDATE_MAX_WAIT_SECONDS = 5.0
 FINAL_MAX_WAIT_SECONDS = 15.0
-MAX_DEFERRALS = 3  # a tick paced this often gives its update up; the next tick tries again
-MIN_RETRY_SECONDS = 0.5
+# A paced card takes a slot of its own up to this long before its next tick would be due (the next
+# tick recomputes the card anyway, so a later slot is of no use to this one); a run's last card
+# (it finished) may wait this long for one.
+RESERVE_MARGIN_SECONDS = 1.0
+FINAL_RESERVE_SECONDS = 60.0
 TICK_JOB = "workers.jobs.watch_tick"
 TICK_FAILURE = "workers.jobs.on_tick_failure"
 
@@ -115,7 +118,10 @@ class WatchState(BaseModel):
     run_kind: str | None = None
     namespace: str | None = None
     updates: int = 0
-    deferrals: int = Field(default=0, description="times this tick's card update was paced and re-run")
+    deferrals: int = Field(default=0, description="times this tick ran again to send its card in a slot "
+                           "it reserved (0 or 1)")
+    reserved: bool = Field(default=False, description="the pending re-run holds a slot of the pace: it "
+                           "sends without asking the pacer again")
     next_due: datetime | None = Field(default=None, description="when the pending tick is due: ticks keep "
                                       "to started_at + k × interval, not to the end of the previous one")
     stopped: str | None = None
@@ -509,17 +515,25 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
             context = watch_context(live, operator_ok, state, now=now, reason=reason, escalate_button=button,
                                     escalated=escalated)
             diagnosis = live.diagnosis
-        # Never sleep in a tick: a paced update returns at once with the pacer's delay, and the
-        # same tick runs again then (a worker is not held while another card's budget refills).
-        delay: list[float] = []
-        outcome = services.cards.update_if_changed(state.request.channel, state.card_ts,
-                                                   lambda _stored: context, max_wait=0, deferred_for=delay)
-        if outcome == "deferred" and state.deferrals < MAX_DEFERRALS:
+        # Never sleep in a tick: a paced update returns at once. When the pace has a slot before
+        # the next tick would be due (for a run that finished, within a minute), the slot is
+        # reserved for this card and the same tick runs again then, sending what it computed
+        # without asking again. Otherwise the update waits for the next tick, which keeps its
+        # time: a worker is never held while another card's budget refills.
+        deferred: list[Failed] = []
+        rerun = state.reserved and pending is not None
+        outcome = services.cards.update_if_changed(
+            state.request.channel, state.card_ts, lambda _stored: context, max_wait=0,
+            reserve_within=_reserve_horizon(state, now, final=reason is not None), reserved=rerun,
+            deferred=deferred)
+        state.reserved = False
+        if outcome == "deferred" and not rerun and deferred and deferred[0].error == "reserved":
             state.deferrals += 1
-            wait = min(max(delay[0] if delay else 1.0, MIN_RETRY_SECONDS), state.interval)
-            save_pending(conn, wid, context, diagnosis, reason, ttl=state.interval * 2)
+            state.reserved = True
+            wait = deferred[0].retry_after or 0.0
+            save_pending(conn, wid, context, diagnosis, reason, ttl=state.interval * 2 + int(wait))
             retry_tick(services, state, wait, now)
-            return {"watch": wid, "tick": tick, "card": outcome, "retry_in": wait}
+            return {"watch": wid, "tick": tick, "card": outcome, "retry_in": wait, "reserved": True}
         if state.deferrals:
             conn.delete(pending_key(wid))
         state.deferrals = 0
@@ -535,6 +549,15 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
             state.tick += 1
             advance(services, state, now)
         return {"watch": wid, "tick": tick, "card": outcome, "stopped": reason}
+
+
+def _reserve_horizon(state: WatchState, now: datetime, *, final: bool) -> float:
+    """How far ahead this tick's card may reserve a slot: until shortly before the next tick,
+    which recomputes the card anyway; a last card (the run finished) has no next tick."""
+    if final:
+        return FINAL_RESERVE_SECONDS
+    due = state.next_due or state.started_at
+    return max(0.0, (due + timedelta(seconds=state.interval) - now).total_seconds() - RESERVE_MARGIN_SECONDS)
 
 
 def _reply_transitions(services: Services, state: WatchState, diagnosis: Diagnosis, now: datetime) -> None:

@@ -39,8 +39,11 @@ class Surface(Protocol):
         """A new message (``paced``: wait at most that long for the channel's pace)."""
 
     def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
-               max_wait: float) -> Sent | Failed:
-        """Edit a message in place, within the workspace's and channel's pace."""
+               max_wait: float, reserve_within: float = 0.0, reserved: bool = False) -> Sent | Failed:
+        """Edit a message in place, within the workspace's and channel's pace. With ``max_wait``
+        0 a paced edit is not sent: "deferred", with the seconds until its slot, and error
+        "reserved" when that slot (within ``reserve_within``) is now the caller's, to be used
+        by calling again then with ``reserved``."""
 
     def ephemeral(self, channel: str, user: str, text: str) -> bool: ...
 

@@ -32,29 +32,32 @@ KEY_PREFIX = "taubot:pace:"
 TIER3_PER_MINUTE = 50
 CHANNEL_PER_SECOND = 1.0
 
-# KEYS: the rate keys. ARGV: now, then (interval, burst) per key. Returns the seconds to wait as a
-# string (0 = granted and recorded). A refused call changes nothing.
+# KEYS: the rate keys. ARGV: now, the horizon, then (interval, burst) per key. The call may go at
+# `t` = the latest time any key allows it; when t - now is within the horizon the call is counted
+# at t (granted now when t = now, reserved for t otherwise) and 1 is returned with the wait, else 0
+# with the wait and nothing changes.
 _ACQUIRE = """
 local now = tonumber(ARGV[1])
-local wait = 0
+local horizon = tonumber(ARGV[2])
+local t = now
 local tats = {}
 for i, key in ipairs(KEYS) do
-  local interval = tonumber(ARGV[2 * i])
-  local burst = tonumber(ARGV[2 * i + 1])
+  local interval = tonumber(ARGV[2 * i + 1])
+  local burst = tonumber(ARGV[2 * i + 2])
   local tat = tonumber(redis.call('GET', key) or '0')
   if tat < now then tat = now end
   tats[i] = tat
   local allowed_at = tat + interval - interval * burst
-  if allowed_at > now and allowed_at - now > wait then wait = allowed_at - now end
+  if allowed_at > t then t = allowed_at end
 end
-if wait > 0 then return tostring(wait) end
+if t - now > horizon then return {0, tostring(t - now)} end
 for i, key in ipairs(KEYS) do
-  local interval = tonumber(ARGV[2 * i])
-  local burst = tonumber(ARGV[2 * i + 1])
-  local tat = tats[i] + interval
+  local interval = tonumber(ARGV[2 * i + 1])
+  local burst = tonumber(ARGV[2 * i + 2])
+  local tat = math.max(tats[i], t) + interval
   redis.call('SET', key, tostring(tat), 'PX', math.ceil((tat - now + interval * burst) * 1000) + 1000)
 end
-return '0'
+return {1, tostring(t - now)}
 """
 
 _PENALIZE = """
@@ -121,12 +124,26 @@ class SlackPacer:
         ``chat.update`` counts against the workspace's tier-3 budget and the
         channel; a new message (``chat.postMessage``) against the channel only.
         """
+        wait, granted = self.reserve(method, channel, within=0.0)
+        return 0.0 if granted else wait
+
+    def reserve(self, method: str, channel: str, *, within: float) -> tuple[float, bool]:
+        """The call's slot: ``(wait, True)`` when one is free within ``within`` seconds — it is
+        then counted at that time and the caller must make the call in ``wait`` seconds without
+        asking again — else ``(wait, False)`` with nothing counted.
+
+        Why reserve rather than only refuse: cards that change together all hear "in 1.2 s",
+        all come back then, one wins, and the rest give up after a few rounds while the budget
+        goes unused. A reservation gives each its own slot, so the budget is spent evenly.
+        """
         keys = [self._channel_key(channel)]
-        args: list[float | int] = [self.now(), self.channel_rate.interval, self.channel_rate.burst]
+        args: list[float | int] = [self.now(), max(0.0, within), self.channel_rate.interval,
+                                   self.channel_rate.burst]
         if method == "chat.update":
             keys.append(self._workspace_key(method))
             args += [self.update_rate.interval, self.update_rate.burst]
-        return float(self._acquire(keys=keys, args=args))
+        granted, wait = self._acquire(keys=keys, args=args)
+        return float(wait), bool(int(granted))
 
     def acquire(self, method: str, channel: str, *, max_wait: float) -> bool:
         """Wait (sleeping) up to ``max_wait`` seconds for a slot; False when none came in time.

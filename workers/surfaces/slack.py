@@ -95,12 +95,12 @@ class SlackSurface:
         return Sent(channel=str(response.get("channel") or channel), ts=str(response["ts"]))
 
     def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
-               max_wait: float) -> Sent | Failed:
-        if self.pacer is not None:
+               max_wait: float, reserve_within: float = 0.0, reserved: bool = False) -> Sent | Failed:
+        if self.pacer is not None and not reserved:  # a reserved slot was counted when it was taken
             if max_wait <= 0:  # never sleep: say how long until a slot, and let the caller re-schedule
-                wait = self.pacer.try_acquire("chat.update", channel)
+                wait, got = self.pacer.reserve("chat.update", channel, within=reserve_within)
                 if wait > 0:
-                    return Failed(kind="deferred", error="paced", retry_after=wait)
+                    return Failed(kind="deferred", error="reserved" if got else "paced", retry_after=wait)
             elif not self.pacer.acquire("chat.update", channel, max_wait=max_wait):
                 return Failed(kind="deferred", error="paced")
         try:

@@ -82,7 +82,7 @@ class TerminalSurface:
         return Sent(channel=channel, ts=ts)
 
     def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
-               max_wait: float) -> Sent | Failed:
+               max_wait: float, reserve_within: float = 0.0, reserved: bool = False) -> Sent | Failed:
         with self._lock:
             message = self.messages.get((channel, ts))
             if message is None:
