@@ -63,3 +63,17 @@ def test_a_busy_channel_holds_the_slot_back_on_both_keys(conn: redis.Redis) -> N
     assert pace.reserve("chat.update", "C1", within=10) == (0.0, True)
     assert pace.reserve("chat.update", "C1", within=10) == (2.0, True)  # the channel's pace
     assert pace.reserve("chat.update", "C2", within=10) == (3.0, True)  # the workspace's, after that one
+
+
+def test_waiting_callers_each_sleep_once_to_a_slot_of_their_own(conn: redis.Redis) -> None:
+    """`acquire` reserves, then sleeps to the reserved slot: three callers waiting together sleep
+    0, 5 and 10 s (one each, no polling), and one that cannot have a slot in time neither sleeps
+    nor takes one."""
+    clock, slept = Clock(), []
+    pace = SlackPacer(conn, "ws1", update_rate=Rate(12 / 60.0, burst=1), channel_rate=Rate(100.0, burst=100),
+                      now=clock, sleep=slept.append)
+    assert [pace.acquire("chat.update", f"C{i}", max_wait=15) for i in range(3)] == [True, True, True]
+    assert slept == [5.0, 10.0]
+    assert pace.acquire("chat.update", "C9", max_wait=12) is False
+    assert slept == [5.0, 10.0]
+    assert pace.try_acquire("chat.update", "C9") == 15.0  # the refusal held nothing

@@ -99,9 +99,11 @@ class SlackPacer:
         update_rate: Rate | None = None,
         channel_rate: Rate | None = None,
         now: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.conn = conn
         self.now = now  # the process's clock (tests inject theirs), never read twice per decision
+        self.sleep = sleep
         self.workspace = workspace
         # Tier 3 is "50+ per minute"; a burst of 5 lets a handful of cards changing together
         # go out at once while the minute stays within the tier.
@@ -148,17 +150,17 @@ class SlackPacer:
     def acquire(self, method: str, channel: str, *, max_wait: float) -> bool:
         """Wait (sleeping) up to ``max_wait`` seconds for a slot; False when none came in time.
 
-        A caller that gets False skips the write this time and tries again on
-        its next round, rather than blocking a worker on someone else's budget.
+        The slot is reserved first and slept to once, so callers waiting together each get one
+        of their own instead of polling for the same one. A caller that gets False skips the
+        write this time and tries again on its next round, rather than blocking a worker on
+        someone else's budget.
         """
-        deadline = time.monotonic() + max_wait
-        while True:
-            wait = self.try_acquire(method, channel)
-            if wait <= 0:
-                return True
-            if time.monotonic() + wait > deadline:
-                return False
-            time.sleep(wait)
+        wait, reserved = self.reserve(method, channel, within=max_wait)
+        if not reserved:
+            return False
+        if wait > 0:
+            self.sleep(wait)
+        return True
 
     def penalize(self, method: str, retry_after: float) -> None:
         """Slack answered 429 with ``Retry-After``: nobody in this workspace calls ``method``
