@@ -144,6 +144,9 @@ SUPPORTED_FIELDS: dict[tuple[str, str], frozenset[str]] = {
 }
 
 DEFAULT_WATCH_TIMEOUT = 5.0
+# kube-apiserver compresses an answer of at least this size for a client that accepts gzip
+# (k8s.io/apiserver pkg/endpoints/handlers/responsewriters: defaultGzipThresholdBytes).
+GZIP_THRESHOLD_BYTES = 128 * 1024
 
 # GET /version of a v1.34.1 API server (every field is required by VersionApi's model).
 VERSION_INFO = {
@@ -183,6 +186,7 @@ class RecordedRequest:
     headers: CIMultiDict[str]
     identity: CallerIdentity
     body: Any = None
+    gzipped: bool = False  # the answer went gzip-compressed (see GZIP_THRESHOLD_BYTES)
 
     def header_values(self, name: str) -> list[str]:
         """All values of a (possibly repeated) header, in order."""
@@ -849,7 +853,7 @@ class KubeEmulator:
             caller = CallerIdentity("", ())
             self._record(request, caller, body)
             return self._status(err)
-        self._record(request, caller, body)
+        record = self._record(request, caller, body)
         if self.latency:
             await asyncio.sleep(self.latency)
         with self._lock:
@@ -860,11 +864,19 @@ class KubeEmulator:
             self.hung.set()
             await self._released.wait()
         try:
-            return await self._route(request, caller, body)
+            response = await self._route(request, caller, body)
         except _HTTPStatus as err:
             return self._status(err)
+        # As kube-apiserver does (APIResponseCompression, on by default): a large answer goes
+        # gzip-compressed to a client that accepts it.
+        if (isinstance(response, web.Response) and isinstance(response.body, bytes)
+                and len(response.body) >= GZIP_THRESHOLD_BYTES
+                and "gzip" in request.headers.get("Accept-Encoding", "")):
+            response.enable_compression(web.ContentCoding.gzip)
+            record.gzipped = True
+        return response
 
-    def _record(self, request: web.Request, caller: CallerIdentity, body: Any) -> None:
+    def _record(self, request: web.Request, caller: CallerIdentity, body: Any) -> RecordedRequest:
         rec = RecordedRequest(
             method=request.method,
             path=request.path,
@@ -875,6 +887,7 @@ class KubeEmulator:
         )
         with self._lock:
             self.requests.append(rec)
+        return rec
 
     @staticmethod
     def _status(err: _HTTPStatus) -> web.Response:

@@ -70,6 +70,11 @@ async def test_request_count_does_not_grow_with_pods(tmp_path: Path, kind: str) 
         [node_list] = [r for r in requests if r.path == "/api/v1/nodes"]
         assert node_list.query["labelSelector"].count(",") == min(len(hosts), 64) - 1
         assert not [r for r in requests if r.path.startswith("/api/v1/nodes/")]
+        # Every read asks for gzip (aiohttp's default under kubernetes_asyncio); the pods of 100 or
+        # more (over 128 KiB) come compressed, as kube-apiserver sends them, and read the same.
+        assert all("gzip" in r.headers.get("Accept-Encoding", "") for r in requests)
+        pod_lists = [r for r in requests if r.path.endswith("/pods")]
+        assert any(r.gzipped for r in pod_lists) is (n >= 100), n
         counts[n] = len(requests)
     assert counts[1] == counts[100] == counts[1000], counts
     assert counts[1] <= 10, counts
