@@ -1,0 +1,110 @@
+"""Every figure of issue 16 in one run, side by side: `.venv/bin/python -m bench` (about 8 minutes).
+
+Each benchmark runs as its own process, one after another (they would skew each other), with its
+output shown as it comes; the table at the end picks each figure out of that output by the line
+the benchmark prints for it. `--quick` leaves out the 1,000-watch run (about 3 of the minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    goal: str
+    pattern: str  # matched in the benchmark's output; its groups make the figure
+    shown: str  # format of the groups
+
+
+@dataclass(frozen=True)
+class Bench:
+    args: tuple[str, ...]
+    figures: tuple[Figure, ...]
+
+
+BENCHES = (
+    Bench(("bench.bench_live",), (Figure(
+        "live status, 256-pod RayJob, 20 ms RTT", "≤ 130 ms, ≤ 10 requests",
+        r"requests per status: (\d+).*?median ([\d.]+) ms", "{1} ms, {0} requests"),)),
+    Bench(("bench.bench_live", "--tls"), (Figure(
+        "same, TLS with a named CA", "≤ 140 ms", r"median ([\d.]+) ms", "{0} ms"),)),
+    Bench(("bench.ack_latency",), (
+        Figure("ack, 50 concurrent commands, 1 process", "p99 ≤ 100, p50 ≤ 20 ms",
+               r"--processes 1, no worker: n=\d+ p50=([\d.]+) ms p99=([\d.]+) ms", "p50 {0}, p99 {1} ms"),
+        Figure("ack, 50 concurrent commands, --processes 2", "p99 ≤ 100, p50 ≤ 20 ms",
+               r"--processes 2, no worker: n=\d+ p50=([\d.]+) ms p99=([\d.]+) ms", "p50 {0}, p99 {1} ms"),
+    )),
+    Bench(("bench.bench_watch", "--interval", "15", "--seconds", "60", "--pool", "4", "--in-process"), (
+        Figure("200 watches at 15 s, one worker --pool 4", "≥ 95 % within 2 s of due",
+               r"late at the end: (\d+%)", "{0} (a lower bound)"),
+        Figure("  chat.update only on change", "0 wasted", r"changed a card, (\d+) wasted", "{0} wasted"),
+        Figure("  CPU per tick", "—", r"→ ([\d.]+) ms CPU per job", "{0} ms"),
+    )),
+    Bench(("bench.bench_watch", "--interval", "15", "--seconds", "60", "--pool", "4", "--in-process",
+           "--tier3"), (
+        Figure("  with Slack's tier 3 kept (50 a minute)", "within tier 3",
+               r"late at the end: (\d+%).*?chat.update: (\d+) a minute", "{0}, {1} edits a minute"),
+    )),
+    Bench(("bench.bench_watch", "--watches", "1000", "--workers", "2", "--interval", "15", "--seconds", "60",
+           "--pool", "4", "--in-process"), (
+        Figure("1,000 watches on two workers", "≥ 95 %", r"late at the end: (\d+%)", "{0} (a lower bound)"),
+    )),
+    Bench(("bench.bench_evaluate",), (
+        Figure("evaluate() cold CPU, 1,000 / 5,000 / 20,000 pods", "≤ 20 / ≤ 100 ms / linear",
+               r"\n\s+1000\s+\d+\s+([\d.]+).*?\n\s+5000\s+\d+\s+([\d.]+).*?\n\s+20000\s+\d+\s+([\d.]+)"
+               r".*?= ([\d.]+)x", "{0} / {1} / {2} ms (x{3} from 5,000)"),
+    )),
+    Bench(("bench.bench_dump",), (
+        Figure("50 MB YAML dump → diagnosis", "≤ 15 s, ≤ 1 GB",
+               r"YAML dump .*?median ([\d.]+) s, peak RSS (\d+) MB", "{0} s, {1} MB"),
+        Figure("small dump, cold taubot diagnose", "≤ 0.4 s", r"cold process: median ([\d.]+) s", "{0} s"),
+    )),
+    Bench(("bench.bench_monitor",), (
+        Figure("monitor sweep, 5,000 runs", "≤ 2 s CPU", r"sweep CPU: first ([\d.]+) s.*?then ([\d.]+) s",
+               "{0} s first, {1} s after"),
+    )),
+)
+
+
+def run(bench: Bench) -> str:
+    """Run one benchmark, echoing its output; the output."""
+    print(f"\n$ python -m {' '.join(bench.args)}", flush=True)
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", *bench.args], capture_output=True, text=True)
+    print(proc.stdout, end="")
+    if proc.returncode != 0:
+        print(proc.stderr[-2000:], end="")
+    print(f"({time.perf_counter() - started:.0f} s, exit {proc.returncode})", flush=True)
+    return proc.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="leave out the 1,000-watch run")
+    args = parser.parse_args(argv)
+    rows: list[tuple[str, str, str]] = []
+    for bench in BENCHES:
+        if args.quick and "1000" in bench.args:
+            continue
+        output = run(bench)
+        for figure in bench.figures:
+            found = re.search(figure.pattern, output, re.S)
+            rows.append((figure.name, figure.goal,
+                         figure.shown.format(*found.groups()) if found else "not printed (see above)"))
+    width = max(len(r[0]) for r in rows)
+    goal_width = max(len(r[1]) for r in rows)
+    print(f"\n{'figure':<{width}}  {'goal':<{goal_width}}  now")
+    for name, goal, now in rows:
+        print(f"{name:<{width}}  {goal:<{goal_width}}  {now}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
