@@ -57,3 +57,19 @@ def test_a_broken_large_dump_still_says_where() -> None:
     assert len(text) > snapshot.FAST_YAML_FROM_BYTES
     with pytest.raises(SnapshotError, match=r"not valid YAML \(line 40004, column \d+\)"):
         parse_snapshot(text)
+
+
+def test_a_broken_large_dump_is_one_line_of_taubot_on_stderr(tmp_path: Path) -> None:
+    """rapidyaml's C++ error handler writes two lines of its own (a C++ source path) straight to
+    descriptor 2 before it raises; the user reads only taubot's line, with PyYAML's position."""
+    import subprocess
+    import sys
+
+    text = "kind: List\nitems:\n" + "- {kind: Pod, metadata: {name: a}}\n" * 40_000 + "- {kind: Pod\n"
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(text)
+    result = subprocess.run([sys.executable, "-m", "workers.cli", "diagnose", "--from-file", str(dump), "x"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"taubot: error: {dump} is not valid YAML (line 40004, column 1): did not find expected ',' or '}}'"]

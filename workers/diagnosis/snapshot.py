@@ -9,8 +9,10 @@ plain object dicts — never typed client models, which reject partial objects.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ import yaml
 # 1.5 s and ~0.5 GB this way. ryml's JSON does not resolve what kubectl never writes (anchors,
 # aliases, merge keys, tags, `~`), so a dump using any of them, or one ryml refuses, goes
 # through PyYAML, which also gives error positions. Only dumps from 1 MiB take the fast path:
-# below that PyYAML takes milliseconds, and ryml writes its own parse errors to stderr.
+# below that PyYAML takes milliseconds anyway.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _NOT_PLAIN_JSON = re.compile(r"(?:^|[\s\[{,])(?:[&*!][^\s,\]}]|<<\s*:)|[:\-\[{,]\s*~\s*(?:$|[,\]}])",
                              re.MULTILINE)
@@ -38,11 +40,48 @@ def _yaml_documents(text: str, fast_from: int = FAST_YAML_FROM_BYTES) -> list[An
     if (_ryml is not None and len(text) >= fast_from and "\n---" not in text
             and not _NOT_PLAIN_JSON.search(text)):
         try:
-            tree = _ryml.parse_in_arena(text.encode("utf-8"))
+            tree = _parse_quietly(text.encode("utf-8"))
             return [json.loads(_ryml.emit_json_malloc(tree, tree.root_id()))]
         except Exception:  # noqa: BLE001 - any refusal: PyYAML decides, and says where
             pass
     return list(yaml.load_all(text, Loader=_YAML_LOADER))
+
+
+# What ryml 0.15's error handler writes: `line=2 col=1 (9B): ERROR: [parse] parse error`, then
+# `/project/cpp/src/c4/yml/parse_engine.def.hpp:1000: (detected here)`.
+_RYML_LINE = re.compile(rb"^(?:line=\d+ col=\d+ \(\d+B\): ERROR: \[\w+\]|\S+:\d+: \(detected here\)\s*$)")
+
+
+def _parse_quietly(data: bytes) -> Any:
+    """`ryml.parse_in_arena`, without the two lines its C++ error handler writes straight to file
+    descriptor 2 before it raises (the user then read a C++ source path above taubot's own
+    one-line error). Whatever else reached descriptor 2 meanwhile — another thread's log line —
+    is written out afterwards: delayed by the parse, never lost."""
+    assert _ryml is not None
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no descriptor 2 (a closed stderr): nothing to keep quiet
+        return _ryml.parse_in_arena(data)
+    error: Exception | None = None
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            tree = _ryml.parse_in_arena(data)
+        except Exception as exc:  # noqa: BLE001 - raised again below, after descriptor 2 is back
+            error = exc
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        capture.seek(0)
+        captured = capture.read()
+    if error is not None:  # its exception has no text: the lines are known by their shape
+        captured = b"".join(line for line in captured.splitlines(keepends=True) if not _RYML_LINE.match(line))
+    if captured:
+        os.write(2, captured)
+    if error is not None:
+        raise error
+    return tree
 
 
 class SnapshotError(ValueError):
