@@ -54,6 +54,8 @@ from workers.contracts.commands import StatusCommand
 from workers.contracts.identity import Identity
 from workers.contracts.ids import watch_id as _watch_id
 from workers.contracts.requests import StatusRequest
+from workers.flows.cards import KEY_PREFIX as CARD_PREFIX
+from workers.flows.status import PARENT_KEY
 from workers.flows.watch import KEY_PREFIX, load_state, state_key
 from workers.queue import RqQueue, enqueue_request
 
@@ -154,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="`taubot worker --pool N`: N rq workers in the one worker process tree")
     parser.add_argument("--in-process", action="store_true",
                         help="run `taubot worker --in-process` (no fork per tick)")
+    parser.add_argument("--rtt", type=float, default=0.0, metavar="MS",
+                        help="round-trip time injected at the emulator, per request (a real API server's "
+                        "distance): ticks then wait on it, which is what --pool overlaps")
     args = parser.parse_args(argv)
 
     queue_name = f"taubot-bench-watch-{uuid.uuid4().hex[:8]}"
@@ -162,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     n = args.watches
     objects = [obj for i in range(n) for obj in pending(i)]
     workers: list[tuple[subprocess.Popen[bytes], int]] = []
+    status_jobs: list[str] = []
     with tempfile.TemporaryDirectory() as tmp, running_fake_slack(token=TOKEN) as fake, \
-            EmulatorProcess([*workspace_objects(), *objects]) as emu:
+            EmulatorProcess([*workspace_objects(), *objects], latency=args.rtt / 1000) as emu:
         workspaces = Path(tmp) / "workspaces"
         workspaces.mkdir()
         # Production descriptors name the cluster's CA: loading that one certificate is what a
@@ -195,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 command = StatusCommand(run=run_name(i), watch=True, interval=args.interval)
                 request = StatusRequest(command=command, identity=IDENTITY, channel=channel(i), user=USER,
                                         requested_at=datetime.now(UTC))
-                enqueue_request(RqQueue(queue), request, retries=0)
+                status_jobs.append(enqueue_request(RqQueue(queue), request, retries=0))
             cards = {watch_id(channel(i), run_name(i)): i for i in range(n)}
             setup = time.perf_counter()
             while sum(conn.exists(state_key(wid)) for wid in cards) < n:  # the workers post every card
@@ -230,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             due = sum(int((ended - s.started_at).total_seconds() // args.interval) for s in states if s)
             kind = "in-process SimpleWorker" if args.in_process else "forking rq Worker"
             print(f"{args.workers} × `taubot worker --pool {args.pool}` ({kind}s + scheduler), {n} watches "
-                  f"every {args.interval} s, {elapsed:.1f} s after the last one started:")
+                  f"every {args.interval} s, {args.rtt:g} ms RTT, {elapsed:.1f} s after the last one "
+                  "started:")
             print(f"  ticks: {ticks} done, {due} slots passed "
                   f"→ {ticks / elapsed:.1f} ticks/s ({ticks / max(1, due):.0%} of due)")
             # A tick still pending at the end and already 2 s past due is late too, though no
@@ -259,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
             cleanup(conn, queue)
             for key in conn.scan_iter(f"{KEY_PREFIX}*"):
                 conn.delete(key)
+            for key in conn.scan_iter(f"{CARD_PREFIX}C0WATCH*"):  # the cards the bench's channels got
+                conn.delete(key)
+            for job_id in status_jobs:
+                conn.delete(PARENT_KEY.format(job_id=job_id))
             for key in conn.scan_iter("taubot:pace:*"):
                 conn.delete(key)
             conn.close()
