@@ -71,15 +71,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def tick_lag(port: int) -> tuple[int, int]:
-    """(ticks that started within 2 s of due, ticks observed) from the worker's own /metrics."""
+def tick_lag(port: int) -> dict[str, int]:
+    """The cumulative buckets of `taubot_watch_tick_lag_seconds` ("2.0": ticks that started
+    within 2 s of due, "+Inf": every tick observed) from the worker's own /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
-    buckets = {s.labels.get("le"): s.value for f in text_string_to_metric_families(text)
-               for s in f.samples if s.name == "taubot_watch_tick_lag_seconds_bucket"}
-    return int(buckets.get("2.0", 0)), int(buckets.get("+Inf", 0))
+    return {s.labels["le"]: int(s.value) for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == "taubot_watch_tick_lag_seconds_bucket"}
 
 
 def watch_id(channel: str, run: str) -> str:
@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             ended = datetime.now(UTC)  # slots passed, per watch from its own start (ticks keep to them)
             ticks = sum(s.tick for s in states if s is not None)
             lags = [tick_lag(port) for _, port in workers]
-            on_time, lagged = sum(a for a, _ in lags), sum(b for _, b in lags)
+            buckets = {le: sum(lag.get(le, 0) for lag in lags) for le in lags[0]} if lags else {}
+            on_time, lagged = buckets.get("2.0", 0), buckets.get("+Inf", 0)
             requests = emu.request_count()
             cpu = 0.0
             for proc, _ in workers:
@@ -248,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ticks started within 2 s of due (taubot_watch_tick_lag_seconds): "
                   f"{on_time}/{lagged}; with the {overdue} pending and over 2 s late at the end: "
                   f"{on_time / max(1, lagged + overdue):.0%} (a lower bound)")
+            shown = ", ".join(f"≤ {le} s: {count}" for le, count in buckets.items())
+            print(f"  tick lag, cumulative: {shown}")
             print(f"  worker CPU (processes + work horses), setup included: {cpu:.1f} s → "
                   f"{cpu / max(1, ticks + n) * 1000:.1f} ms CPU per job")
             print(f"  chat.update: {calls / elapsed * 60:.0f} a minute "
