@@ -56,7 +56,7 @@ from workers.contracts.ids import watch_id as _watch_id
 from workers.contracts.requests import StatusRequest
 from workers.flows.cards import KEY_PREFIX as CARD_PREFIX
 from workers.flows.status import PARENT_KEY
-from workers.flows.watch import KEY_PREFIX, load_state, state_key
+from workers.flows.watch import load_state, lock_name, owner_key, pending_key, state_key
 from workers.queue import RqQueue, enqueue_request
 
 TOKEN = "xoxb-bench"
@@ -80,6 +80,14 @@ def tick_lag(port: int) -> dict[str, int]:
         text = response.read().decode()
     return {s.labels["le"]: int(s.value) for f in text_string_to_metric_families(text)
             for s in f.samples if s.name == "taubot_watch_tick_lag_seconds_bucket"}
+
+
+def forget_watches(conn: Redis, n: int) -> None:
+    """Delete the bench's own watches (state, owner, pending card, lock) and nothing else: a run
+    killed before its cleanup would otherwise hand its states to the next run."""
+    for i in range(n):
+        wid = watch_id(channel(i), run_name(i))
+        conn.delete(state_key(wid), owner_key(wid), pending_key(wid), lock_name(wid))
 
 
 def watch_id(channel: str, run: str) -> str:
@@ -168,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     objects = [obj for i in range(n) for obj in pending(i)]
     workers: list[tuple[subprocess.Popen[bytes], int]] = []
     status_jobs: list[str] = []
+    forget_watches(conn, n)
     with tempfile.TemporaryDirectory() as tmp, running_fake_slack(token=TOKEN) as fake, \
             EmulatorProcess([*workspace_objects(), *objects], latency=args.rtt / 1000) as emu:
         workspaces = Path(tmp) / "workspaces"
@@ -267,8 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
             cleanup(conn, queue)
-            for key in conn.scan_iter(f"{KEY_PREFIX}*"):
-                conn.delete(key)
+            forget_watches(conn, n)
             for key in conn.scan_iter(f"{CARD_PREFIX}C0WATCH*"):  # the cards the bench's channels got
                 conn.delete(key)
             for job_id in status_jobs:
