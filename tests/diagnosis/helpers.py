@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -11,6 +12,35 @@ from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis
 
 NOW = k8s.T0 + timedelta(minutes=30)
+REMOVE = object()  # `with_field`'s value that deletes the field
+
+
+def paths(obj: object, prefix: tuple = (), *, every_item: bool = False, depth: int = 5) -> Iterator[tuple]:
+    """Every field path of ``obj`` down to ``depth`` levels; of a list, its first item only
+    unless ``every_item``."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield (*prefix, k)
+            if len(prefix) < depth:
+                yield from paths(v, (*prefix, k), every_item=every_item, depth=depth)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj if every_item else obj[:1]):
+            yield (*prefix, i)
+            if len(prefix) < depth:
+                yield from paths(v, (*prefix, i), every_item=every_item, depth=depth)
+
+
+def with_field(obj: dict, path: tuple, value: object) -> dict:
+    """A deep copy of ``obj`` with the field at ``path`` set to ``value`` (`REMOVE`: deleted)."""
+    mutated = copy.deepcopy(obj)
+    target = mutated
+    for part in path[:-1]:
+        target = target[part]
+    if value is REMOVE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = copy.deepcopy(value)
+    return mutated
 
 
 def diagnose(objects: list[dict], run: str, now=NOW) -> Diagnosis:

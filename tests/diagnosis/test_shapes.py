@@ -7,7 +7,6 @@ mapping, a number — and the example is diagnosed again.
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -15,23 +14,10 @@ from pathlib import Path
 
 from workers.diagnosis.evaluate import evaluate
 
-from .helpers import NOW
+from .helpers import NOW, paths, with_field
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "workers" / "examples"
 WRONG = ["x", None, [], {}, 7, [1]]
-
-
-def paths(obj: object, prefix: tuple = ()):  # noqa: ANN201
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield (*prefix, k)
-            if len(prefix) < 5:
-                yield from paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj[:1]):
-            yield (*prefix, i)
-            if len(prefix) < 5:
-                yield from paths(v, (*prefix, i))
 
 
 def test_every_wrong_typed_field_is_survived() -> None:
@@ -44,11 +30,7 @@ def test_every_wrong_typed_field_is_survived() -> None:
             if path == ("kind",):
                 continue  # no kind: not an object at all (a clear SnapshotError, tested in test_cli)
             for wrong in WRONG:
-                mutated = copy.deepcopy(items)
-                target = mutated[index]
-                for part in path[:-1]:
-                    target = target[part]
-                target[path[-1]] = wrong
+                mutated = [*items[:index], with_field(obj, path, wrong), *items[index + 1:]]
                 evaluate(mutated, "ray-pretrain-13b", NOW)  # never raises
                 tried += 1
     assert tried > 2000
