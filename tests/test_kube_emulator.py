@@ -253,8 +253,7 @@ async def test_watch_streams_added_then_mutations(emu: KubeEmulator,
     v1 = client.CoreV1Api(api)
     head = HEAD_POD["metadata"]["name"]
 
-    async def mutate() -> None:
-        await asyncio.sleep(0.2)
+    def mutate() -> None:
         scheduled = copy.deepcopy(HEAD_POD)
         scheduled["status"] = {"phase": "Running"}
         emu.upsert(scheduled)
@@ -264,14 +263,14 @@ async def test_watch_streams_added_then_mutations(emu: KubeEmulator,
                                                    "labels": {"other": "x"}}})
 
     events: list[tuple[str, str, str]] = []
-    task = asyncio.create_task(mutate())
     started = time.monotonic()
     async with watch.Watch() as w:
         async for event in w.stream(v1.list_namespaced_pod, NS,
                                     label_selector="ray.io/cluster", timeout_seconds=1):
             events.append((event["type"], event["object"].metadata.name,
                            event["object"].status.phase))
-    await task
+            if len(events) == 5:  # the initial ADDED events are in: the watch is open, change the pods
+                mutate()
     assert time.monotonic() - started < 3
     assert [e[0] for e in events[:5]] == ["ADDED"] * 5
     assert events[5:] == [

@@ -76,7 +76,6 @@ STATE_TTL_AFTER_END = 24 * 3600  # a late Stop press still learns the watch alre
 LOCK_TIMEOUT_SECONDS = 180  # longer than a tick can take (job timeout), shorter than a stuck watch
 TICK_RETRIES = 2
 HISTORY_POINTS = 20
-UPDATE_MAX_WAIT_SECONDS = 5.0
 FINAL_MAX_WAIT_SECONDS = 15.0
 # A paced card takes a slot of its own up to this long before its next tick would be due (the next
 # tick recomputes the card anyway, so a later slot is of no use to this one); a run's last card
