@@ -366,6 +366,7 @@ class FakeSlack:
         app.router.add_post("/response/{response_id}", self._handle_response_url)
         app.router.add_post("/upload/{file_id}", self._handle_upload)
         app.router.add_get("/files-pri/{team_file}/download/{name}", self._handle_download)
+        app.router.add_get("/files-origin/{team_file}/{name}", self._handle_download)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await self._start_site()
@@ -480,10 +481,13 @@ class FakeSlack:
 
     def seed_file(self, file_id: str, name: str, content: bytes, *, user: str, channels: list[str],
                   groups: list[str] | None = None, size: int | None = None,
-                  download_url: str | None = None) -> None:
+                  download_url: str | None = None, redirect: tuple[int, str] | None = None) -> None:
         """A file a user shared, as `files.info` describes it (api.slack.com/methods/files.info:
         `url_private_download` under /files-pri/<team>-<file>/download/<name>, `channels`,
-        `groups`, `ims`, `size`). ``size`` can lie, as a test of the download cap."""
+        `groups`, `ims`, `size`). ``size`` can lie, as a test of the download cap.
+        ``redirect`` (status, Location): the download answers that redirect instead of the bytes;
+        `origin_url` names a second path here that serves them (Slack may redirect among its
+        own file hosts)."""
         with self._lock:
             self._files[file_id] = {
                 "id": file_id, "name": name, "title": name, "filetype": "yaml", "mimetype": "text/plain",
@@ -493,8 +497,12 @@ class FakeSlack:
                 or f"{self.base_url}/files-pri/{self.team_id}-{file_id}/download/{name}",
                 "permalink": f"https://{self.team_domain}.slack.com/files/{user}/{file_id}/{name}",
                 "channels": list(channels), "groups": list(groups or []), "ims": [],
-                "content": content, "seeded": True,
+                "content": content, "seeded": True, "redirect": redirect,
             }
+
+    def origin_url(self, file_id: str, name: str) -> str:
+        """Another path of this fake (so a Slack host) that serves a seeded file's bytes."""
+        return f"{self.base_url}/files-origin/{self.team_id}-{file_id}/{name}"
 
     def downloads(self) -> list[str]:
         """The Authorization header of each file download, in order."""
@@ -509,6 +517,9 @@ class FakeSlack:
             f = self._files.get(file_id)
             if f is None or not f.get("seeded"):
                 return web.Response(status=404, text="file not found")
+            if f.get("redirect") and request.path.startswith("/files-pri/"):
+                code, location = f["redirect"]
+                return web.Response(status=code, headers={"Location": location})
             auth = request.headers.get("Authorization", "")
             if not auth.startswith("Bearer xoxb-") or (self.token and auth != f"Bearer {self.token}"):
                 # Slack answers an unauthenticated download with its sign-in page, not the file.

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-import urllib.request
 from typing import Any
-from urllib.parse import urlsplit
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -23,6 +21,7 @@ from slack_sdk.webhook import WebhookClient
 from workers.metrics import SLACK_CALLS, SLACK_RATELIMITED
 
 from .base import Failed, Sent
+from .downloads import RedirectRefused, download, hop_policy
 from .pacing import SlackPacer
 
 log = logging.getLogger(__name__)
@@ -158,20 +157,14 @@ class SlackSurface:
         except (SlackApiError, SlackClientError, OSError) as exc:
             return self._failed(exc, frozenset())
 
-    def _download_host_ok(self, url: str) -> bool:
-        """The bot token goes only to Slack's own file host (or the API host configured, which is
-        the fake Slack in tests): a `url_private_download` elsewhere is refused, not fetched."""
-        host = urlsplit(url).hostname or ""
-        api_host = urlsplit(self.client.base_url).hostname or ""
-        return host.endswith(".slack.com") or host == api_host
-
     def shared_file(self, file_id: str, channel: str, max_bytes: int) -> bytes | Failed:
         """`files.info` (scope `files:read`), then the download with the bot token.
 
         The bot sees files of every channel it is in; the command's channel is where the
         answer is posted, so only a file shared *there* is read — a link to a file from a
         private channel the requester may not see is refused as "not shared here". The
-        download URL is a capability; it is never logged."""
+        download URL is a capability; it is never logged. The token goes only to Slack's
+        hosts, on the first request and on every redirect (`downloads.py`)."""
         try:
             info = dict(self.client.files_info(file=file_id)["file"])
         except (SlackApiError, SlackClientError, OSError) as exc:
@@ -188,12 +181,13 @@ class SlackSurface:
         if size > max_bytes:
             return Failed(kind="error", error=f"too_large:{size}")
         url = str(info.get("url_private_download") or info.get("url_private") or "")
-        if not url or not self._download_host_ok(url):
+        if not url or hop_policy(url, self.client.base_url) != "token":
             return Failed(kind="error", error="no_download")
-        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.client.token}"})
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - host checked
-                data = response.read(max_bytes + 1)
+            data = download(url, token=str(self.client.token), api_base=self.client.base_url,
+                            max_bytes=max_bytes)
+        except RedirectRefused:
+            return Failed(kind="error", error="download redirected off Slack, not followed")
         except OSError as exc:
             return Failed(kind="unreachable", error=type(exc).__name__)
         if len(data) > max_bytes:
