@@ -92,6 +92,11 @@ def cmd_serve_socket(args: argparse.Namespace) -> int:
     settings = _settings()
     if settings.slack_app_token is None:
         raise ServiceConfigError("TAUBOT_SLACK_APP_TOKEN (xapp-…) is not set: Socket Mode needs it")
+    from redis import Redis
+
+    # No HTTP port of its own in Socket Mode: the probes (the chart's bot.mode: socket) and
+    # /metrics are served on TAUBOT_METRICS_PORT, like the worker's.
+    _serve_health(settings, Redis.from_url(settings.redis_url, socket_timeout=1, socket_connect_timeout=1))
     serve_socket(_app(settings, socket_mode=True), settings.slack_app_token.get_secret_value())
     return 0
 

@@ -55,20 +55,29 @@ values, so they stay out of `kubectl describe` and child processes.
   value: {{ .Values.logFormat | quote }}
 - name: TAUBOT_METRICS_PORT
   value: {{ .Values.metrics.port | quote }}
-{{- if .Values.redis.urlSecret.name }}
+# /healthz, /readyz and /metrics bind every address of the pod: the kubelet's probes and
+# Prometheus come from outside it (the NetworkPolicy admits them on the metrics port only).
+- name: TAUBOT_METRICS_HOST
+  value: "0.0.0.0"
+{{- if and (not .Values.redis.enabled) .Values.redis.urlSecret.name }}
 - name: TAUBOT_REDIS_URL_FILE
   value: /run/secrets/taubot-redis/{{ .Values.redis.urlSecret.key }}
 {{- else }}
 - name: TAUBOT_REDIS_URL
-  value: {{ .Values.redis.url | quote }}
+  value: {{ include "taubot.redisUrl" . | quote }}
 {{- end }}
 - name: TAUBOT_SLACK_BOT_TOKEN_FILE
   value: /run/secrets/taubot-slack/{{ .Values.slack.botTokenKey }}
+{{- if eq .Values.bot.mode "socket" }}
+- name: TAUBOT_SLACK_APP_TOKEN_FILE
+  value: /run/secrets/taubot-slack/{{ .Values.slack.appTokenKey | default "app-token" }}
+{{- else }}
 - name: TAUBOT_SLACK_SIGNING_SECRET_FILE
-  value: /run/secrets/taubot-slack/{{ .Values.slack.signingSecretKey }}
+  value: /run/secrets/taubot-slack/{{ required "slack.signingSecretKey is required with bot.mode: http (Slack signs every request)" .Values.slack.signingSecretKey }}
 {{- if .Values.slack.appTokenKey }}
 - name: TAUBOT_SLACK_APP_TOKEN_FILE
   value: /run/secrets/taubot-slack/{{ .Values.slack.appTokenKey }}
+{{- end }}
 {{- end }}
 {{- if .Values.slack.apiUrl }}
 - name: TAUBOT_SLACK_API_URL
@@ -93,7 +102,7 @@ values, so they stay out of `kubectl describe` and child processes.
 - name: slack
   mountPath: /run/secrets/taubot-slack
   readOnly: true
-{{- if .Values.redis.urlSecret.name }}
+{{- if and (not .Values.redis.enabled) .Values.redis.urlSecret.name }}
 - name: redis
   mountPath: /run/secrets/taubot-redis
   readOnly: true
@@ -121,7 +130,7 @@ appear in it.
   secret:
     secretName: {{ .Values.slack.existingSecret }}
     defaultMode: 0400
-{{- if .Values.redis.urlSecret.name }}
+{{- if and (not .Values.redis.enabled) .Values.redis.urlSecret.name }}
 - name: redis
   secret:
     secretName: {{ .Values.redis.urlSecret.name }}
@@ -176,4 +185,45 @@ livenessProbe:
   initialDelaySeconds: 10
   periodSeconds: 20
   failureThreshold: 3
+{{- end -}}
+
+{{/*
+Who the worker may impersonate, as a JSON list: rbac.impersonate.users/groups, or else the
+users and groups the identity values name. Empty means nothing was named: rbac.yaml then
+refuses the install unless rbac.impersonate.unbounded is true. A `system:` name is refused
+here whatever its source (the schema refuses it in rbac.impersonate; this also covers the
+identity values, whose schema the chart does not repeat).
+*/}}
+{{- define "taubot.impersonateUsers" -}}
+{{- $names := .Values.rbac.impersonate.users -}}
+{{- if not $names -}}
+{{- range $slack, $entry := .Values.identity.users -}}{{- with $entry.user -}}{{- $names = append $names . -}}{{- end -}}{{- end -}}
+{{- end -}}
+{{- range $names -}}{{- if hasPrefix "system:" . -}}{{- fail (printf "impersonating %q is refused: a system: user is never impersonated" .) -}}{{- end -}}{{- end -}}
+{{- $names | uniq | sortAlpha | toJson -}}
+{{- end -}}
+
+{{- define "taubot.impersonateGroups" -}}
+{{- $names := .Values.rbac.impersonate.groups -}}
+{{- if not $names -}}
+{{- range $slack, $entry := .Values.identity.users -}}{{- range $entry.groups -}}{{- $names = append $names . -}}{{- end -}}{{- end -}}
+{{- range $slack, $group := .Values.identity.usergroups -}}{{- $names = append $names $group -}}{{- end -}}
+{{- end -}}
+{{- range $names -}}{{- if hasPrefix "system:" . -}}{{- fail (printf "impersonating group %q is refused: a system: group is never impersonated (system:masters bypasses RBAC)" .) -}}{{- end -}}{{- end -}}
+{{- $names | uniq | sortAlpha | toJson -}}
+{{- end -}}
+
+{{/* The Redis URL every process uses: the bundled StatefulSet's Service, or redis.url. */}}
+{{- define "taubot.redisUrl" -}}
+{{- if .Values.redis.enabled -}}
+{{- printf "redis://%s-redis.%s.svc:6379/0" (include "taubot.fullname" .) .Release.Namespace -}}
+{{- else -}}
+{{- .Values.redis.url -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "taubot.redisSelectorLabels" -}}
+app.kubernetes.io/name: redis
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: redis
 {{- end -}}
