@@ -37,7 +37,7 @@ from workers.contracts.commands import (
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
 )
-from workers.contracts.grammar import CommandError, help_lines, parse
+from workers.contracts.grammar import VERBS, CommandError, help_lines, help_topic, parse
 from workers.contracts.identity import Identity
 from workers.contracts.requests import (
     ClusterRequest,
@@ -95,15 +95,32 @@ class Reply:
 
 
 def usage_reply(error: CommandError) -> Reply:
-    """The mistake, then the usage of the command the user tried. The mistake quotes the
-    user's own words, so it is escaped like any other untrusted text."""
-    lines = [f"⚠️ {escape(str(error), 500)}", "", "*Usage*"]
-    lines += [code(u, 300) for u in error.usage]
-    lines.append("`/tau help` lists every command.")
+    """The mistake (with "did you mean …" when a close word exists), then the usage of the
+    command the user tried, or one line of the commands when that is unclear: a few lines,
+    never every usage. The mistake quotes the user's own words, so it is escaped like any
+    other untrusted text."""
+    lines = [f"⚠️ {escape(str(error), 500)}"]
+    if error.usage:
+        lines += ["*Usage*", *(code(u, 300) for u in error.usage)]
+        topic = error.verb if error.verb and error.verb != "help" else "<command>"
+        lines.append(f"{code(f'/tau help {topic}', 120)} explains the flags, with an example.")
+    else:
+        lines.append("Commands: " + " ".join(code(v, 40) for v in VERBS)
+                     + f" — {code('/tau help <command>', 60)} explains one.")
     return Reply("\n".join(lines))
 
 
-def help_reply() -> Reply:
+def help_reply(topic: str | None = None) -> Reply:
+    """`/tau help`: one line per command; `/tau help <topic>`: that command (or family) with
+    what each flag does and an example (SPEC §7)."""
+    if topic:
+        lines: list[str] = []
+        for usage, description, flags, examples in help_topic(topic):
+            lines += [f"*{code(usage, 300)}*", description]
+            lines += [f"• {code(flag, 60)} — {meaning}" for flag, meaning in flags]
+            lines += [f"Example: {code(example, 300)}" for example in examples]
+            lines.append("")
+        return Reply("\n".join(lines).rstrip())
     lines = ["*taubot* diagnoses TauGrid training runs, layer by layer. Commands:"]
     lines += [f"• {code(usage, 300)} — {description}" for usage, description in help_lines()]
     lines.append(
@@ -188,7 +205,7 @@ class TauCommands:
             return usage_reply(error)
         if isinstance(command, HelpCommand):
             self._audit(payload, None, "help", None, "help", started)
-            return help_reply()
+            return help_reply(command.topic)
         future = self.executor.submit(self.authorize_and_enqueue, command, payload)
         try:
             left = max(0.0, started + self.ack_budget - self.clock())

@@ -93,6 +93,34 @@ def test_help_lists_working_commands(slack_app: SlackApp) -> None:
     assert slack_app.queue.count == 0
 
 
+def test_help_of_one_command_explains_its_flags_with_an_example(slack_app: SlackApp) -> None:
+    _, ack, _ = slack_app.command("help status")
+    assert ack["response_type"] == "ephemeral"
+    text = ack["text"]
+    for flag in ("`--watch`", "`--interval N`", "`--run-profile`", "`--workspace W`"):
+        assert flag in text
+    assert "Example: `/tau status llama-ft-7b --watch --interval 30`" in text
+    assert "/tau logs" not in text  # one command, not the whole list
+    assert slack_app.queue.count == 0
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("statsu llama-ft-7b", "`/tau status`"),
+                                              ("status llama-ft-7b --wach", "`--watch`"),
+                                              ("help stauts", "`/tau help status`")])
+def test_a_typo_gets_did_you_mean_and_a_short_answer(slack_app: SlackApp, typed: str, meant: str) -> None:
+    _, ack, _ = slack_app.command(typed)
+    assert f"did you mean {meant}?" in ack["text"]
+    assert len(ack["text"].splitlines()) <= 4
+    assert slack_app.queue.count == 0
+
+
+def test_unknown_input_gets_one_line_of_commands(slack_app: SlackApp) -> None:
+    _, ack, _ = slack_app.command("frobnicate everything")
+    lines = ack["text"].splitlines()
+    assert lines[0] == "⚠️ unknown command 'frobnicate'"
+    assert len(lines) == 2 and "`status`" in lines[1] and "`/tau help &lt;command&gt;`" in lines[1]
+
+
 def test_unmapped_user_is_refused_with_whom_to_ask_and_no_job(slack_app: SlackApp) -> None:
     status, ack, _ = slack_app.command("status r", user_id="U0STRANGER")
     assert status == 200

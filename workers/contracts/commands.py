@@ -47,9 +47,10 @@ class StatusCommand(_Command):
 
 
 class HelpCommand(_Command):
-    """`/tau help` (also an empty `/tau`)."""
+    """`/tau help [<command>]` (also an empty `/tau`): every command, or one with its flags."""
 
     verb: Literal["help"] = "help"
+    topic: str | None = None  # a key of USAGE, or "workspace" / "cluster validate" for a family
 
 
 class WorkspaceConnectionCommand(_Command):
@@ -174,7 +175,7 @@ USAGE: dict[str, str] = {
     "cluster validate nodes": "/tau cluster validate nodes --gpu-class C | --selector S [--min-healthy N] "
                               "[--timeout 2m]",
     "validate": "/tau validate [--workspace W] ```<Job or RayJob YAML>``` | <link to a file shared here>",
-    "help": "/tau help",
+    "help": "/tau help [<command>]",
 }
 DESCRIPTIONS: dict[str, str] = {
     "status": "diagnose a run: the first lifecycle phase that is not done, who owns it, what to do",
@@ -184,5 +185,5 @@ DESCRIPTIONS: dict[str, str] = {
     "cluster validate topology": "each ready profile's ResourceFlavors have matching Ready nodes (layer 6)",
     "cluster validate nodes": "operator-only: validation pods on GPU nodes, created as you (layer 6)",
     "validate": "before you submit: check a Job or RayJob manifest and dry-run it on the API server as you",
-    "help": "this list",
+    "help": "this list; `/tau help <command>` explains one command, its flags and an example",
 }

@@ -19,10 +19,15 @@ Rules, all of them pinned by tests:
   user the rule instead of a "not found" from the cluster.
 * `--interval` only makes sense with `--watch`; it is bounded below by the
   watch floor of the settings (each refresh costs a burst of API calls).
+* A misspelt command, subcommand or flag gets "did you mean …" (difflib's
+  closest match among the words that command takes), and the usage shown is
+  the suggested command's, so the user reads one short answer. Run names are
+  not guessed here: that needs a LIST under the user's identity, in the job.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from .commands import (
@@ -59,11 +64,22 @@ class CommandError(ValueError):
 
     @property
     def usage(self) -> list[str]:
-        """Usage of the command the user tried, or of every command when that is unclear."""
-        if self.verb in USAGE:
-            return [USAGE[self.verb]]
-        family = [usage for verb, usage in USAGE.items() if self.verb and verb.startswith(self.verb + " ")]
-        return family or list(USAGE.values())
+        """Usage of the command the user tried (or of its family, e.g. `workspace`); empty when
+        that is unclear: the reply then names the commands in one line, not every usage."""
+        return family_usage(self.verb)
+
+
+def family_usage(verb: str | None) -> list[str]:
+    """USAGE of ``verb``, or of every command under it (`workspace` → connection and status)."""
+    if verb in USAGE:
+        return [USAGE[verb]]
+    return [usage for name, usage in USAGE.items() if verb and name.startswith(verb + " ")]
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str | None:
+    """The closest of ``choices`` to a misspelt ``word`` (difflib's ratio ≥ 0.6), or None."""
+    close = difflib.get_close_matches(word.lower(), sorted(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _echo(word: str) -> str:
@@ -124,11 +140,24 @@ def _options(words: list[str], verb: str) -> tuple[list[str], dict[str, str | bo
             if not value:
                 raise CommandError(f"{name} needs a value", verb)
         else:
-            raise CommandError(f"unknown option {_echo(name)} for `/tau {verb}`", verb)
+            raise CommandError(_unknown_flag(name, verb), verb)
         if name in flags:
             raise CommandError(f"{name} given twice", verb)
         flags[name] = value
     return positionals, flags
+
+
+def _unknown_flag(name: str, verb: str) -> str:
+    """"unknown option", with the flag the user probably meant: one of this command's, or the
+    same flag of the command it belongs to (`/tau logs r --watch` → `/tau status`)."""
+    message = f"unknown option {_echo(name)} for `/tau {verb}`"
+    close = did_you_mean(name, _VALUE_FLAGS[verb] | _BOOL_FLAGS[verb])
+    if close:
+        return f"{message}: did you mean `{close}`?"
+    owners = [v for v in USAGE if name in _VALUE_FLAGS.get(v, set()) | _BOOL_FLAGS.get(v, set())]
+    if owners:
+        return f"{message}: `{name}` is a flag of `/tau {owners[0]}`"
+    return message
 
 
 def _interval(text: str) -> int:
@@ -189,7 +218,9 @@ def _parse_workspace(words: list[str]) -> WorkspaceConnectionCommand | Workspace
         return WorkspaceStatusCommand(
             workspace=_check_name(positionals[0], "workspace name", "workspace status")
         )
-    raise CommandError(f"unknown workspace command {_echo(sub)}", "workspace")
+    close = did_you_mean(sub, ("connection", "status"))
+    hint = f": did you mean `/tau workspace {close}`?" if close else ""
+    raise CommandError(f"unknown workspace command {_echo(sub)}{hint}", f"workspace {close}" if close else "workspace")
 
 
 def parse_duration(text: str, verb: str) -> int:
@@ -202,6 +233,11 @@ def parse_duration(text: str, verb: str) -> int:
 
 def _parse_cluster(words: list[str]) -> TopologyValidateCommand | NodesValidateCommand:
     if len(words) < 2 or words[0] != "validate" or words[1] not in ("topology", "nodes"):
+        guess = " ".join(words[:2])
+        close = did_you_mean(guess, ("validate topology", "validate nodes")) if guess else None
+        if close:
+            raise CommandError(f"unknown cluster command {_echo(guess)}: did you mean `/tau cluster {close}`?",
+                               f"cluster {close}")
         raise CommandError("`/tau cluster` needs `validate topology` or `validate nodes`", "cluster validate")
     verb = f"cluster validate {words[1]}"
     positionals, flags = _options(words[2:], verb)
@@ -315,10 +351,8 @@ def parse(text: str) -> Command:
     if verb_word.lower() == "validate":
         return _parse_validate(stripped[len(verb_word):])
     words = _split(text or "")
-    if not words or words[0] in ("help", "--help", "-h"):
-        if len(words) > 1:
-            raise CommandError(f"unexpected argument {_echo(words[1])}", "help")
-        return HelpCommand()
+    if not words or words[0].lower() in ("help", "--help", "-h"):
+        return _parse_help(words[1:])
     verb, rest = words[0].lower(), words[1:]
     if verb == "status":
         return _parse_status(rest)
@@ -328,12 +362,90 @@ def parse(text: str) -> Command:
         return _parse_logs(rest)
     if verb == "cluster":
         return _parse_cluster(rest)
+    close = did_you_mean(verb, VERBS)
+    if close:
+        raise CommandError(f"unknown command {_echo(words[0])}: did you mean `/tau {close}`?",
+                           "cluster validate" if close == "cluster" else close)
     raise CommandError(f"unknown command {_echo(words[0])}")
+
+
+# The first word of every command, in the order help lists them.
+VERBS = tuple(dict.fromkeys(v.split()[0] for v in USAGE))
+# `/tau help <topic>`: a command, or a family of them (`workspace`, `cluster validate`).
+HELP_TOPICS = tuple(dict.fromkeys([*USAGE, "workspace", "cluster", "cluster validate"]))
+
+
+def _parse_help(words: list[str]) -> HelpCommand:
+    if not words:
+        return HelpCommand()
+    topic = " ".join(w.lower() for w in words).removeprefix("/tau ").strip()
+    if topic in HELP_TOPICS:
+        return HelpCommand(topic="cluster validate" if topic == "cluster" else topic)
+    close = did_you_mean(topic, HELP_TOPICS)
+    hint = f": did you mean `/tau help {close}`?" if close else ""
+    raise CommandError(f"no command {_echo(topic)} to explain{hint}", "help")
+
+
+# What each flag means, per command, for `/tau help <command>` (SPEC §7: its flags and an example).
+FLAG_HELP: dict[str, dict[str, str]] = {
+    "status": {
+        "--workspace W": "the workspace to look in (its descriptor's name); needed only where this channel "
+                         "answers for several",
+        "--watch": "keep the card updated in place until the run settles or times out; each phase change "
+                   "adds one thread reply; *Stop watching* ends it",
+        "--interval N": f"with --watch: seconds between refreshes ({MIN_INTERVAL_SECONDS}–{MAX_INTERVAL_SECONDS})",
+        "--run-profile": "add the GPU profile of a running run: allocation, utilisation and memory per GPU "
+                         "(dcgm-exporter)",
+    },
+    "logs": {
+        "--tail N": f"how many of the last lines (default {DEFAULT_LOG_TAIL}, at most {MAX_LOG_TAIL}); about "
+                    "20 show in the card, all in the attached snippet",
+        "--previous": "the log of the crashed container before its restart",
+        "--workspace W": "the workspace to look in (its descriptor's name)",
+    },
+    "workspace connection": {"--workspace W": "the workspace to check (its descriptor's name)"},
+    "workspace status": {},
+    "cluster validate topology": {
+        "--profile P": "only this TauCluster profile",
+        "--workspace W": "the workspace whose cluster to check",
+    },
+    "cluster validate nodes": {
+        "--gpu-class C": f"the nodes whose {GPU_CLASS_LABEL} label is C (or --selector)",
+        "--selector S": "the nodes matching the label selector S, key=value[,key=value]",
+        "--min-healthy N": "fail unless at least N nodes pass",
+        "--timeout 2m": "how long the validation pods may run (10s–30m, default 2m)",
+        "--workspace W": "the workspace whose cluster to validate",
+    },
+    "validate": {
+        "--workspace W": "the workspace whose namespace and queue to dry-run in",
+        "```yaml …```": "the manifest, pasted in a code block (or on the lines after the command), "
+                        "or the link of a file shared in this channel",
+    },
+    "help": {"<command>": "one command, e.g. `status`, `logs`, `workspace`, `cluster validate`"},
+}
+EXAMPLES: dict[str, list[str]] = {
+    "status": ["/tau status llama-ft-7b", "/tau status llama-ft-7b --watch --interval 30",
+               "/tau status llama-ft-7b --run-profile"],
+    "logs": ["/tau logs llama-ft-7b --tail 500", "/tau logs resnet-ddp --previous"],
+    "workspace connection": ["/tau workspace connection --workspace vision"],
+    "workspace status": ["/tau workspace status vision"],
+    "cluster validate topology": ["/tau cluster validate topology --profile a100-8x"],
+    "cluster validate nodes": ["/tau cluster validate nodes --gpu-class NVIDIA-A100-SXM4-80GB --min-healthy 2"],
+    "validate": ["/tau validate --workspace vision ```<the Job or RayJob YAML>```"],
+    "help": ["/tau help status"],
+}
 
 
 def help_lines() -> list[tuple[str, str]]:
     """(usage, description) of every command that works today — and nothing else."""
     return [(USAGE[v], DESCRIPTIONS[v]) for v in USAGE]
+
+
+def help_topic(topic: str) -> list[tuple[str, str, list[tuple[str, str]], list[str]]]:
+    """For `/tau help <topic>`: (usage, description, [(flag, meaning)], examples) of each command
+    of the topic (one, or a family such as `workspace`)."""
+    verbs = [topic] if topic in USAGE else [v for v in USAGE if v.startswith(topic + " ")]
+    return [(USAGE[v], DESCRIPTIONS[v], list(FLAG_HELP[v].items()), EXAMPLES[v]) for v in verbs]
 
 
 __all__ = [
@@ -344,6 +456,9 @@ __all__ = [
     "CommandError",
     "WorkspaceConnectionCommand",
     "WorkspaceStatusCommand",
+    "did_you_mean",
+    "family_usage",
     "help_lines",
+    "help_topic",
     "parse",
 ]
