@@ -220,7 +220,8 @@ def _parse_workspace(words: list[str]) -> WorkspaceConnectionCommand | Workspace
         )
     close = did_you_mean(sub, ("connection", "status"))
     hint = f": did you mean `/tau workspace {close}`?" if close else ""
-    raise CommandError(f"unknown workspace command {_echo(sub)}{hint}", f"workspace {close}" if close else "workspace")
+    raise CommandError(f"unknown workspace command {_echo(sub)}{hint}",
+                       f"workspace {close}" if close else "workspace")
 
 
 def parse_duration(text: str, verb: str) -> int:
@@ -236,8 +237,8 @@ def _parse_cluster(words: list[str]) -> TopologyValidateCommand | NodesValidateC
         guess = " ".join(words[:2])
         close = did_you_mean(guess, ("validate topology", "validate nodes")) if guess else None
         if close:
-            raise CommandError(f"unknown cluster command {_echo(guess)}: did you mean `/tau cluster {close}`?",
-                               f"cluster {close}")
+            raise CommandError(f"unknown cluster command {_echo(guess)}: "
+                               f"did you mean `/tau cluster {close}`?", f"cluster {close}")
         raise CommandError("`/tau cluster` needs `validate topology` or `validate nodes`", "cluster validate")
     verb = f"cluster validate {words[1]}"
     positionals, flags = _options(words[2:], verb)
@@ -393,7 +394,8 @@ FLAG_HELP: dict[str, dict[str, str]] = {
                          "answers for several",
         "--watch": "keep the card updated in place until the run settles or times out; each phase change "
                    "adds one thread reply; *Stop watching* ends it",
-        "--interval N": f"with --watch: seconds between refreshes ({MIN_INTERVAL_SECONDS}–{MAX_INTERVAL_SECONDS})",
+        "--interval N": "with --watch: seconds between refreshes "
+                        f"({MIN_INTERVAL_SECONDS}–{MAX_INTERVAL_SECONDS})",
         "--run-profile": "add the GPU profile of a running run: allocation, utilisation and memory per GPU "
                          "(dcgm-exporter)",
     },
@@ -430,7 +432,8 @@ EXAMPLES: dict[str, list[str]] = {
     "workspace connection": ["/tau workspace connection --workspace vision"],
     "workspace status": ["/tau workspace status vision"],
     "cluster validate topology": ["/tau cluster validate topology --profile a100-8x"],
-    "cluster validate nodes": ["/tau cluster validate nodes --gpu-class NVIDIA-A100-SXM4-80GB --min-healthy 2"],
+    "cluster validate nodes": ["/tau cluster validate nodes --gpu-class NVIDIA-A100-SXM4-80GB "
+                               "--min-healthy 2"],
     "validate": ["/tau validate --workspace vision ```<the Job or RayJob YAML>```"],
     "help": ["/tau help status"],
 }
