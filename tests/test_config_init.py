@@ -1,0 +1,109 @@
+"""`taubot config init`: the values file and the Slack app manifest a newcomer installs from.
+
+Run as the real command (a subprocess with its own stdin), the written values
+are rendered by Helm's own SDK (the chart's schema and templates, as at
+install) and the manifest is compared with the repository's template.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.test_helm_chart import by_kind, containers, render
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "deploy" / "slack-app-manifest.yaml"
+ANSWERS = ["--image", "registry.example.com/taubot:0.1.0", "--workspace", "vision", "--channel", "C012ABCDEF",
+           "--user", "U012ALICE=alice@example.com:team-vision,gpu-users"]
+
+
+def config_init(tmp: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workers.cli", "config", "init", "--out-dir", str(tmp), *args],
+                          input=stdin, capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def written(tmp: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    return (yaml.safe_load((tmp / "taubot-values.yaml").read_text()),
+            yaml.safe_load((tmp / "slack-app-manifest.yaml").read_text()))
+
+
+def test_http_answers_install_behind_an_ingress_with_tls_and_class(tmp_path: Path) -> None:
+    done = config_init(tmp_path, *ANSWERS, "--mode", "http", "--host", "tau.example.org",
+                       "--ingress-class", "nginx", "--tls-secret", "tau-tls")
+    assert done.returncode == 0, done.stderr
+    assert "helm install taubot" in done.stdout
+    values, manifest = written(tmp_path)
+    docs = render(values)
+    [ingress] = by_kind(docs, "Ingress").values()
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["spec"]["tls"] == [{"hosts": ["tau.example.org"], "secretName": "tau-tls"}]
+    assert "StatefulSet" in {d["kind"] for d in docs}  # Redis bundled by default
+    role = by_kind(docs, "ClusterRole")["taubot-impersonator"]
+    assert {r["resources"][0]: r["resourceNames"] for r in role["rules"]} == {
+        "users": ["alice@example.com"], "groups": ["gpu-users", "team-vision"]}
+    assert manifest["features"]["slash_commands"][0]["url"] == "https://tau.example.org/slack/events"
+    assert manifest["settings"]["interactivity"]["request_url"] == "https://tau.example.org/slack/events"
+    template = yaml.safe_load(TEMPLATE.read_text())
+    assert manifest["oauth_config"] == template["oauth_config"]  # the scopes are the template's
+    assert manifest["settings"]["socket_mode_enabled"] is False
+
+
+def test_socket_mode_is_the_default_and_needs_no_host(tmp_path: Path) -> None:
+    done = config_init(tmp_path, *ANSWERS, "--context", "aks-east")
+    assert done.returncode == 0, done.stderr
+    assert "--from-literal=app-token=xapp-" in done.stdout
+    values, manifest = written(tmp_path)
+    assert manifest["settings"]["socket_mode_enabled"] is True
+    assert manifest["oauth_config"] == yaml.safe_load(TEMPLATE.read_text())["oauth_config"]
+    docs = render(values)
+    assert not by_kind(docs, "Ingress")
+    assert containers(docs)["taubot-bot"]["containers"][0]["command"] == ["taubot", "serve", "socket"]
+    descriptor = yaml.safe_load(values["workspaces"]["vision.yaml"])
+    assert descriptor["spec"]["cluster"] == {"context": "aks-east"}
+    assert descriptor["spec"]["namespace"] == "team-vision" and descriptor["spec"]["localQueue"] == "vision-default"
+
+
+def test_prompts_for_what_the_flags_leave_out(tmp_path: Path) -> None:
+    # image, mode (default), redis (default), workspace, namespace, queue (default), channel, first user
+    answers = "registry.example.com/taubot\n\n\nnlp\nml-nlp\n\nC0NLP123\nU034BOB=bob@example.com\n"
+    done = config_init(tmp_path, "--ask", stdin=answers)
+    assert done.returncode == 0, done.stderr
+    assert "Workspace name users type" in done.stdout and "[socket]" in done.stdout
+    values, _ = written(tmp_path)
+    assert values["image"] == {"repository": "registry.example.com/taubot"}
+    assert values["identity"]["users"] == {"U034BOB": {"user": "bob@example.com"}}
+    assert yaml.safe_load(values["workspaces"]["nlp.yaml"])["spec"]["namespace"] == "ml-nlp"
+    render(values)
+
+
+def test_without_a_terminal_a_missing_answer_names_its_flag(tmp_path: Path) -> None:
+    done = config_init(tmp_path, "--image", "registry.example.com/taubot")
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("taubot: error: --workspace is needed")
+    assert "Traceback" not in done.stderr and not list(tmp_path.iterdir())
+
+
+def test_values_the_schema_refuses_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    done = config_init(tmp_path, *ANSWERS, "--redis", "http://redis:6379")
+    assert done.returncode == 2
+    assert "do not pass the chart's schema" in done.stderr and "at '/redis/url'" in done.stderr
+    email_only = [a for a in ANSWERS if not a.startswith(("--user", "U012"))] + ["--map-by-email"]
+    done = config_init(tmp_path, *email_only)
+    assert done.returncode == 2 and "no user to impersonate is named" in done.stderr
+    done = config_init(tmp_path, *ANSWERS[:-1], "U012ALICE=alice@example.com:system:masters")
+    assert done.returncode == 2 and "system:masters" in done.stderr
+    assert not list(tmp_path.iterdir())
+    assert config_init(tmp_path, *email_only, "--unbounded-impersonation").returncode == 0
+
+
+def test_existing_files_are_kept_unless_forced(tmp_path: Path) -> None:
+    (tmp_path / "taubot-values.yaml").write_text("mine: true\n")
+    done = config_init(tmp_path, *ANSWERS)
+    assert done.returncode == 2 and "exists: pass --force" in done.stderr
+    assert (tmp_path / "taubot-values.yaml").read_text() == "mine: true\n"
+    assert config_init(tmp_path, *ANSWERS, "--force").returncode == 0

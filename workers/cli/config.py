@@ -1,0 +1,259 @@
+"""`taubot config init`: the chart's values file and the Slack app manifest from a few answers.
+
+Why a command and not a page of instructions: the first install is where a
+newcomer meets every name at once (image, Slack ids, namespaces, who may be
+impersonated). This asks for the few that have no default — from flags, and
+by prompting for what is missing when standard input is a terminal (or with
+`--ask`) — and writes two files:
+
+* `taubot-values.yaml`, for `helm install -f`, checked against the chart's own
+  `values.schema.json` with the `jsonschema` library (the schema Helm applies
+  at install, on the chart's defaults merged with these values, as Helm
+  merges them), and its workspace descriptor and identity map loaded by
+  taubot's own loaders, so a typo fails here rather than in a pod;
+* `slack-app-manifest.yaml`, from `deploy/slack-app-manifest.yaml` with the
+  Ingress host (HTTP) or Socket Mode switched on; its scopes are the
+  template's, untouched (the template is edited as text, so its comments
+  stay).
+
+The chart and the template are read from the source tree (or `--chart`): the
+command is meant for a clone of the repository, where `helm install` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UsageError
+from .registry import subcommand
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CHART = ROOT / "deploy" / "helm" / "taubot"
+MANIFEST_TEMPLATE = ROOT / "deploy" / "slack-app-manifest.yaml"
+TEMPLATE_HOST = "taubot.example.com"
+_USER = re.compile(r"^(?P<slack>[UW][A-Z0-9]{2,})=(?P<user>[^:\s]+)(?::(?P<groups>[^\s]+))?$")
+_CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
+
+
+class _Literal(yaml.SafeDumper):
+    """PyYAML dumper that writes multi-line strings (the descriptor) as `|` blocks."""
+
+
+_Literal.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+
+
+def _ask(args: argparse.Namespace, read: Callable[[str], str]) -> Callable[[str, str, str | None], str]:
+    """A prompt for one answer: the flag's value when given; else, interactively, the typed
+    line (empty: the default); else the default, or a usage error naming the flag."""
+    interactive = args.ask or sys.stdin.isatty()
+
+    def ask(attr: str, question: str, default: str | None) -> str:
+        given = getattr(args, attr)
+        if given not in (None, ""):
+            return str(given)
+        if interactive:
+            shown = f" [{default}]" if default else ""
+            try:
+                answer = read(f"{question}{shown}: ").strip()
+            except EOFError:
+                answer = ""
+            if answer:
+                return answer
+        if default is None:
+            raise UsageError(f"--{attr.replace('_', '-')} is needed ({question})")
+        return default
+
+    return ask
+
+
+def _users(entries: list[str]) -> dict[str, dict[str, Any]]:
+    users: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        match = _USER.match(entry.strip())
+        if match is None:
+            raise UsageError(f"--user {entry!r}: give SLACKID=kubernetes-user[:group,group], "
+                             "e.g. U012ABCDEF=alice@example.com:team-vision")
+        groups = [g for g in (match.group("groups") or "").split(",") if g]
+        users[match.group("slack")] = {"user": match.group("user"), **({"groups": groups} if groups else {})}
+    return users
+
+
+def _descriptor(name: str, namespace: str, queue: str, channel: str, context: str | None) -> str:
+    cluster = f"{{context: {context}}}" if context else "{server: https://kubernetes.default.svc}"
+    return (f"apiVersion: taugrid.io/v1alpha1\nkind: WorkspaceConnection\nmetadata: {{name: {name}}}\n"
+            f"spec:\n  cluster: {cluster}\n  namespace: {namespace}\n  workspace: {name}\n"
+            f"  localQueue: {queue}\n  slack: {{channels: [{channel}]}}\n")
+
+
+def build_values(args: argparse.Namespace, read: Callable[[str], str] = input) -> dict[str, Any]:
+    """The values file's content from flags and answers (no I/O besides the prompts)."""
+    ask = _ask(args, read)
+    image = ask("image", "Image repository (built from the Dockerfile), e.g. registry.example.com/taubot",
+                None)
+    repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+    mode = ask("mode", "Slack connection: socket (no public endpoint) or http (behind an Ingress)", "socket")
+    if mode not in ("socket", "http"):
+        raise UsageError(f"--mode {mode!r}: socket or http")
+    values: dict[str, Any] = {"image": {"repository": repository, **({"tag": tag} if tag else {})},
+                              "bot": {"mode": mode}}
+    if mode == "http":
+        host = ask("host", "Public host name Slack will call (the Ingress host)", None)
+        ingress: dict[str, Any] = {"enabled": True, "host": host,
+                                   "tls": {"secretName": ask("tls_secret", "TLS Secret for that host",
+                                                             f"{host.split('.')[0]}-tls")}}
+        if klass := ask("ingress_class", "IngressClass (empty: the cluster's default)", ""):
+            ingress["className"] = klass
+        values["ingress"] = ingress
+    else:
+        values["ingress"] = {"enabled": False}
+    redis = ask("redis", "Redis: bundled, or the URL of the platform's", "bundled")
+    values["redis"] = {"enabled": True} if redis == "bundled" else {"enabled": False, "url": redis}
+    workspace = ask("workspace", "Workspace name users type (the descriptor's metadata.name)", None)
+    namespace = ask("namespace", "Its namespace", f"team-{workspace}")
+    queue = ask("local_queue", "Its Kueue LocalQueue", f"{workspace}-default")
+    channel = ask("channel", "Slack channel id it answers in (C…)", None)
+    if not _CHANNEL.match(channel):
+        raise UsageError(f"--channel {channel!r}: a Slack channel id such as C012ABCDEF")
+    descriptor = _descriptor(workspace, namespace, queue, channel, args.context)
+    values["workspaces"] = {f"{workspace}.yaml": descriptor}
+    entries = list(args.user or [])
+    if not entries and not args.map_by_email:
+        entries = [ask("user", "First user, SLACKID=kubernetes-user[:group,group]", None)]
+    values["identity"] = {"users": _users(entries), "map_by_email": bool(args.map_by_email)}
+    if args.unbounded_impersonation:
+        values["rbac"] = {"impersonate": {"unbounded": True}}
+    return values
+
+
+def _merged(defaults: Any, values: Any) -> Any:
+    """Helm's merge of user values over the chart's: maps merge key by key, the rest replaces."""
+    if isinstance(defaults, dict) and isinstance(values, dict):
+        return {k: _merged(defaults.get(k), values[k]) if k in values else defaults[k]
+                for k in dict.fromkeys([*defaults, *values])}
+    return values
+
+
+def check_values(values: dict[str, Any], chart: Path) -> list[str]:
+    """Every problem Helm's schema (and taubot's own loaders) would find, one line each."""
+    import jsonschema
+
+    schema = yaml.safe_load((chart / "values.schema.json").read_text())  # JSON is YAML
+    merged = _merged(yaml.safe_load((chart / "values.yaml").read_text()), values)
+    validator = jsonschema.Draft7Validator(schema)
+    problems = [f"at '/{'/'.join(str(p) for p in error.absolute_path)}': {error.message}"
+                for error in sorted(validator.iter_errors(merged), key=lambda e: list(e.absolute_path))]
+    impersonate = merged.get("rbac", {}).get("impersonate", {})
+    named = impersonate.get("users") or [u.get("user") for u in merged["identity"].get("users", {}).values()]
+    if not named and not impersonate.get("unbounded"):
+        problems.append("no user to impersonate is named: give --user, or --unbounded-impersonation to let "
+                        "the worker impersonate anyone (the chart refuses the install otherwise)")
+    return problems + _load_in_taubot(values)
+
+
+def _load_in_taubot(values: dict[str, Any]) -> list[str]:
+    """The descriptors and identity map through taubot's own loaders (unknown fields are errors)."""
+    from bot.identity import IdentityConfigError, load_identity_map
+    from workers.workspaces import load_descriptors
+
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="taubot-config-") as tmp:
+        (Path(tmp) / "ws").mkdir()
+        for name, text in values.get("workspaces", {}).items():
+            (Path(tmp) / "ws" / name).write_text(text)
+        problems += [f"workspace descriptor {p.path.name}: {p.message}"
+                     for p in load_descriptors(Path(tmp) / "ws").problems]
+        (Path(tmp) / "identity.yaml").write_text(yaml.safe_dump(values.get("identity", {})))
+        try:
+            load_identity_map(Path(tmp) / "identity.yaml")
+        except IdentityConfigError as exc:
+            problems.append(f"identity: {exc}")
+    return problems
+
+
+def slack_manifest(mode: str, host: str | None) -> str:
+    """The template with the request URLs on ``host`` (HTTP) or Socket Mode on; scopes kept."""
+    text = MANIFEST_TEMPLATE.read_text()
+    if host:
+        text = text.replace(f"https://{TEMPLATE_HOST}/", f"https://{host}/")
+    if mode == "socket":
+        text = text.replace("socket_mode_enabled: false", "socket_mode_enabled: true")
+    return text
+
+
+def _write(path: Path, text: str, force: bool) -> None:
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists: pass --force to overwrite it")
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def cmd_config_init(args: argparse.Namespace) -> int:
+    chart = Path(args.chart)
+    if not (chart / "values.schema.json").is_file() or not MANIFEST_TEMPLATE.is_file():
+        raise UsageError(f"no chart at {chart} (values.schema.json) or no {MANIFEST_TEMPLATE.name}: run this "
+                         "from a clone of the taubot repository, or pass --chart DIR")
+    values = build_values(args)
+    problems = check_values(values, chart)
+    if problems:
+        raise UsageError("the values do not pass the chart's schema:\n  " + "\n  ".join(problems))
+    out = Path(args.out_dir)
+    values_path, manifest_path = out / "taubot-values.yaml", out / "slack-app-manifest.yaml"
+    header = ("# taubot chart values, written by `taubot config init` and checked against the chart's\n"
+              "# values.schema.json. Install: helm install taubot deploy/helm/taubot -n taubot -f "
+              f"{values_path.name}\n")
+    _write(values_path, header + yaml.dump(values, Dumper=_Literal, sort_keys=False), args.force)
+    mode = values["bot"]["mode"]
+    _write(manifest_path, slack_manifest(mode, values.get("ingress", {}).get("host")), args.force)
+    secret = ("--from-literal=bot-token=xoxb-… --from-literal=app-token=xapp-…" if mode == "socket"
+              else "--from-literal=bot-token=xoxb-… --from-literal=signing-secret=…")
+    print(f"wrote {values_path} and {manifest_path}\n"
+          f"next: create the Slack app from {manifest_path.name} "
+          "(api.slack.com/apps → From an app manifest),\n"
+          f"      kubectl -n taubot create secret generic taubot-slack {secret}\n"
+          f"      helm install taubot {chart} -n taubot -f {values_path}")
+    return 0
+
+
+@subcommand
+def add_config_commands(sub: Any) -> None:
+    """Add `config init` to the `taubot` subcommand parser ``sub``."""
+    config = sub.add_parser("config", help="write the chart's values and the Slack app manifest")
+    actions = config.add_subparsers(dest="action", required=True, parser_class=type(config))
+    init = actions.add_parser("init", help="from a few answers (flags; prompts for the rest on a terminal)")
+    init.add_argument("--image", help="image repository[:tag] built from the Dockerfile")
+    init.add_argument("--mode", choices=("socket", "http"), help="Slack connection (default socket)")
+    init.add_argument("--host", help="http mode: the Ingress host Slack calls")
+    init.add_argument("--ingress-class", help="http mode: the IngressClass")
+    init.add_argument("--tls-secret", help="http mode: the Secret with the host's TLS certificate")
+    init.add_argument("--redis", help="'bundled' (default) or the platform's redis:// URL")
+    init.add_argument("--workspace", help="workspace name (the descriptor's metadata.name)")
+    init.add_argument("--namespace", help="the workspace's namespace (default team-<workspace>)")
+    init.add_argument("--local-queue", help="its Kueue LocalQueue (default <workspace>-default)")
+    init.add_argument("--channel", help="the Slack channel id it answers in (C…)")
+    init.add_argument("--context", help="a kubeconfig context for the descriptor (default: in-cluster)")
+    init.add_argument("--user", action="append", metavar="SLACKID=USER[:G,G]",
+                      help="a Slack user and the Kubernetes identity taubot impersonates for them "
+                      "(repeatable)")
+    init.add_argument("--map-by-email", action="store_true", help="map users by their Slack profile email")
+    init.add_argument("--unbounded-impersonation", action="store_true",
+                      help="let the worker impersonate anyone (needed with --map-by-email and no --user)")
+    init.add_argument("--out-dir", default=".", help="where to write the two files (default .)")
+    init.add_argument("--chart", default=str(DEFAULT_CHART), help="the chart whose schema checks the values")
+    init.add_argument("--force", action="store_true", help="overwrite existing files")
+    init.add_argument("--ask", action="store_true",
+                      help="prompt for what the flags leave out, even off a terminal")
+    init.set_defaults(func=cmd_config_init)
+
+
+__all__ = ["add_config_commands", "build_values", "check_values", "cmd_config_init", "slack_manifest"]
