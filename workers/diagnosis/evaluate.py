@@ -15,8 +15,6 @@ from .gaps import PHASE_NEEDS, ReadGap
 from .layers import layer_info
 from .linkage import RunObjects, find_run
 from .models import (
-    ANSWER_ORDER,
-    PHASE_NAMES,
     Diagnosis,
     ExperimentEvidence,
     Finding,
@@ -40,6 +38,7 @@ from .phases import (
 )
 from .phases.common import RunContext
 from .recovery import recovery
+from .registry import ANSWER_ORDER, PHASE_NAMES
 from .runtime import DEFAULT_STALL_SECONDS, EVIDENCE, durable_evidence, progress_text, runtime_progress
 from .shapes import sanitize
 from .snapshot import flatten, parse_snapshot
@@ -60,6 +59,7 @@ EVALUATION_ORDER: tuple[tuple[str, PhaseFn], ...] = (
 )
 
 ALL_DONE = Finding(
+    reason="run.all_done",
     owner="researcher",
     transient=None,
     next_action="Every lifecycle phase is done, which does not prove progress: check the "
@@ -103,6 +103,7 @@ def _judge_finished(ctx: RunContext, results: dict[str, PhaseResult]) -> None:
             "state": PhaseState.DONE,
             "summary": f"{phase.summary} ({note})" if phase.state is PhaseState.WARNING
             else f"finished ({note})",
+            "reason": f"run.{verdict}",
         })
 
 
@@ -117,10 +118,9 @@ def _apply_gaps(ctx: RunContext, results: dict[str, PhaseResult], gaps: dict[str
     if ctx.objs.run is None and run_gap is not None:
         # The run was never read: no phase may say "run not found" (SPEC §7; issue 15).
         for name, phase in list(results.items()):
-            if name != submitted.NAME and ("run not found" in phase.summary
-                                           or "waiting for the run to exist" in phase.summary
-                                           or "waiting on Submitted" in phase.summary):
-                results[name] = phase.model_copy(update={"summary": f"not checked: {run_gap.text}"})
+            if name != submitted.NAME and phase.state is PhaseState.PENDING:  # all wait on the run
+                results[name] = phase.model_copy(update={"summary": f"not checked: {run_gap.text}",
+                                                         "reason": "read.not_checked"})
     for name, needs in PHASE_NEEDS.items():
         phase = results[name]
         if phase.state is PhaseState.SKIPPED and name != dra.NAME:
@@ -130,11 +130,15 @@ def _apply_gaps(ctx: RunContext, results: dict[str, PhaseResult], gaps: dict[str
         gap = next((gaps[r] for r in needs if r in gaps), None)
         if gap is None:
             continue
+        finding = gap.finding(ctx.namespace)
         results[name] = phase.model_copy(update={
             "state": PhaseState.WARNING,
             "summary": gap.text,
             "evidence": [f"{gap.text}: {gap.detail}" if gap.detail else gap.text],
-            "finding": gap.finding(ctx.namespace),
+            "finding": finding,
+            "reason": finding.reason,
+            "cause": None,
+            "via": None,
         })
 
 

@@ -12,21 +12,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from . import registry
 from .models import Finding
 
-# Which resources each phase's verdict rests on.
-PHASE_NEEDS: dict[str, tuple[str, ...]] = {
-    "Submitted": ("rayjobs", "jobs"),
-    "Kueue admission": ("workloads",),
-    "RayCluster": ("rayclusters",),
-    "Pod scheduling": ("pods",),
-    "DRA allocation": ("pods", "resourceclaims"),  # "no claims" is known only from the pods
-    "Image pull": ("pods",),
-    "Init containers": ("pods",),
-    "Container start": ("pods",),
-    "Ready": ("pods",),
-    "RayJob status": (),
-}
+# Which resources each phase's verdict rests on (the registry's `needs`).
+PHASE_NEEDS: dict[str, tuple[str, ...]] = {e.name: e.needs for e in registry.PHASES}
 
 
 class ReadGap(BaseModel):
@@ -39,6 +29,7 @@ class ReadGap(BaseModel):
     def finding(self, namespace: str) -> Finding:
         if self.kind == "forbidden":
             return Finding(
+                reason="read.forbidden",
                 owner="platform",
                 transient=False,
                 next_action=f"Your Kubernetes identity may not read this in {namespace} "
@@ -46,6 +37,7 @@ class ReadGap(BaseModel):
                 "taubot never falls back to its own identity.",
             )
         return Finding(
+            reason="read.unavailable",
             owner="platform",
             transient=True,
             next_action=f"The Kubernetes API did not answer ({self.text}); retry — if it "

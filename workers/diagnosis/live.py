@@ -41,7 +41,6 @@ from .gaps import ReadGap
 from .layers import layer_info
 from .linkage import RunObjects, find_run
 from .models import (
-    PHASE_NAMES,
     Diagnosis,
     ExperimentEvidence,
     Finding,
@@ -54,6 +53,7 @@ from .phases import container_start, dra, image_pull, init_containers, ready, sc
 from .phases.common import RunContext
 from .podfacts import is_terminal
 from .profile import DEFAULT_EXPORTER_NAMESPACES, GpuProfile, collect_profile, unavailable_profile
+from .registry import LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER
 from .runtime import DEFAULT_STALL_SECONDS, main_started
 from .workspace_checks import readiness_report, resolution_report, tauworkspace_path, unreachable_report
 
@@ -70,7 +70,6 @@ POD_JUDGES = {
     ready.NAME: ready.judge_pod,
 }
 
-LAYER_PHASE_NAMES = {1: "Workspace connection", 2: "Workspace readiness"}
 
 
 class LiveResult(BaseModel):
@@ -87,11 +86,11 @@ class LiveResult(BaseModel):
 
 def unreachable_diagnosis(run: str, namespace: str | None, report: LayerReport) -> Diagnosis:
     """Layer 1 or 2 failed: that is the answer; the phase tree was not checked."""
-    label = LAYER_PHASE_NAMES[report.layer]
+    label = LAYER_CHECKS[report.layer]
     phases = [
         PhaseResult(name=name, state=PhaseState.PENDING, layer=0,
                     summary=f"unreachable: layer {report.layer} ({label.lower()}) failed",
-                    finding=_report_finding(report))
+                    finding=_report_finding(report), reason="workspace.unreachable")
         for name in PHASE_NAMES
     ]
     return Diagnosis(
@@ -109,7 +108,8 @@ def unreachable_diagnosis(run: str, namespace: str | None, report: LayerReport) 
 
 
 def _report_finding(report: LayerReport) -> Finding:
-    return Finding(owner=report.owner or "platform", transient=report.transient,
+    return Finding(reason=f"workspace.layer{report.layer}", owner=report.owner or "platform",
+                   transient=report.transient,
                    next_action=report.next_action or report.summary)
 
 
@@ -125,7 +125,7 @@ def uses_dra(run_obj: dict) -> bool:
 
 
 # Verdicts that pod status alone already proves; their events would add nothing.
-STATUS_PROVEN = ("Pod scheduling", "Init containers", "Container start")
+STATUS_PROVEN = (scheduling.NAME, init_containers.NAME, container_start.NAME)
 
 
 def needs_events(diagnosis: Diagnosis) -> bool:
@@ -136,18 +136,18 @@ def needs_events(diagnosis: Diagnosis) -> bool:
     creating is explained only by its events.
     """
     first = diagnosis.first_incomplete
-    if first is None or first not in (*POD_JUDGES, "RayCluster"):
+    if first is None or first not in (*POD_JUDGES, RAYCLUSTER.name):
         return False
     phase = diagnosis.phase(first)
     if phase.state is not PhaseState.WARNING:
         return True
     cause = first
-    if first == "RayCluster":  # "<cluster> not ready: <pod phase>: …" or a HeadPodReady reason
-        cause = phase.summary.split(" not ready: ", 1)[-1].split(":", 1)[0]
-        if cause not in POD_JUDGES:
+    if first == RAYCLUSTER.name:  # the pod phase whose evidence RayCluster borrows, if any
+        cause = phase.via or ""
+        if cause not in POD_JUDGES:  # KubeRay's HeadPodReady or ReplicaFailure said it
             return False
     if cause == image_pull.NAME:
-        return "(unclassified)" in phase.summary
+        return phase.reason == "image.unclassified"
     return cause not in STATUS_PROVEN
 
 
@@ -164,7 +164,7 @@ def explaining_pods(objs: RunObjects, diagnosis: Diagnosis, now: datetime, limit
     candidates: list[tuple[str, PhaseState, list[dict]]] = []
     if first in POD_JUDGES:
         candidates.append((first, diagnosis.phase(first).state, objs.pods))
-    elif first == "RayCluster":
+    elif first == RAYCLUSTER.name:
         ray_pods = [p for p in objs.pods if objs.is_ray_pod(p)]
         candidates += [(name, PhaseState.WARNING, ray_pods) for name in POD_JUDGES]
     for name, state, pods in candidates:

@@ -13,19 +13,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PHASE_NAMES: tuple[str, ...] = (
-    "Submitted",
-    "Kueue admission",
-    "RayCluster",
-    "Pod scheduling",
-    "DRA allocation",
-    "Image pull",
-    "Init containers",
-    "Container start",
-    "Ready",
-    "RayJob status",
-)
-
 Owner = Literal[
     "researcher", "platform", "queue-owner", "node-pool-owner", "image-owner", "taugrid-owner"
 ]
@@ -63,13 +50,20 @@ class Finding(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    reason: str = Field(description="Machine-readable code of the evidence row, `area.what` "
+                        "(e.g. `quota.waiting`, `image.not_found`); code reads this, never a summary")
     owner: Owner
     transient: bool | None
     next_action: str
 
 
 class PhaseResult(BaseModel):
-    """One line of the phase tree."""
+    """One line of the phase tree (or one layer check).
+
+    `summary` and `evidence` are for people; `reason`, `cause` and `via` are for code (the
+    monitor's grouping, the collector's read plan, the card's labels), so rewording a sentence
+    changes nothing a program does.
+    """
 
     name: str
     state: PhaseState
@@ -77,6 +71,11 @@ class PhaseResult(BaseModel):
     evidence: list[str] = Field(default_factory=list)
     finding: Finding
     layer: int = Field(description="Lifecycle layer of the guide this phase belongs to")
+    reason: str = Field(default="", description="`area.what` code of this result (see registry.py)")
+    cause: str | None = Field(default=None, description="What runs stalled for one shared cause have in "
+                              "common: `ClusterQueue <name>`, `<node pool>: <normalised message>`, an image")
+    via: str | None = Field(default=None, description="The pod-level phase whose evidence this result "
+                            "borrows (RayCluster not ready because of Pod scheduling, …)")
 
 
 class RunRef(BaseModel):
@@ -96,14 +95,6 @@ class LayerInfo(BaseModel):
     operator_hints: list[str] = Field(default_factory=list)
 
 
-# SPEC §5a: the order in which phases and checks compete for `first_incomplete`.
-ANSWER_ORDER: tuple[str, ...] = (
-    "Workspace connection", "Workspace readiness", "Submitted", "Kueue admission", "RayCluster",
-    "Pod scheduling", "DRA allocation", "Image pull", "Init containers", "GPU/node health",
-    "Container start", "Ready", "Runtime progress", "RayJob status", "Durable evidence",
-)
-CHECK_NAMES: tuple[str, ...] = ("Workspace connection", "Workspace readiness", "GPU/node health",
-                                "Runtime progress", "Durable evidence")
 RecoveryAction = Literal["wait", "retry", "resume-from-checkpoint", "fix-then-resubmit", "none"]
 
 
@@ -162,11 +153,12 @@ class Diagnosis(BaseModel):
 
     def contract(self) -> dict:
         """The JSON object of SPEC §5 (its keys keep their meaning), with §5a's `checks` and
-        `recovery`."""
+        `recovery`; each phase and check also carries its machine-readable `reason` code."""
         return {
             "run": self.run.model_dump(),
             "phases": [
-                {"name": p.name, "state": p.state.value, "summary": p.summary} for p in self.phases
+                {"name": p.name, "state": p.state.value, "summary": p.summary, "reason": p.reason}
+                for p in self.phases
             ],
             "first_incomplete": self.first_incomplete,
             "layer": self.layer,
@@ -175,7 +167,7 @@ class Diagnosis(BaseModel):
             "next_action": self.next_action,
             "checks": [
                 {"name": c.name, "layer": c.layer, "state": c.state.value, "summary": c.summary,
-                 "owner": c.finding.owner} for c in self.checks
+                 "owner": c.finding.owner, "reason": c.reason} for c in self.checks
             ],
             "recovery": self.recovery.model_dump() if self.recovery else None,
         }

@@ -16,13 +16,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from . import registry
 from .linkage import meta
 from .models import Finding, PhaseResult, PhaseState
 from .phases.common import RunContext, clip, result
 from .podfacts import condition, is_terminal
 
-NAME = "GPU/node health"
-LAYER = 6
+NAME = registry.NODE_HEALTH.name
+LAYER = registry.NODE_HEALTH.layer
 GPU = "nvidia.com/gpu"
 # AKS NPD GPU conditions (learn.microsoft.com/azure/aks/node-problem-detector) and common peers.
 GPU_PROBLEM_CONDITIONS = ("GPUMissing", "XIDErrors", "GPUXIDErrors", "NVLinkStatusInactive",
@@ -34,12 +35,13 @@ FAULT_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
 _XID = re.compile(r"\bxid[\s=:(]*(\d+)", re.IGNORECASE)
 
-NODE_FAULT = Finding(owner="node-pool-owner", transient=False,
+NODE_FAULT = Finding(reason="node.fault", owner="node-pool-owner", transient=False,
                      next_action="A node the run's pods are bound to is unhealthy: the node-pool owner "
                      "drains and repairs it (`tau cluster validate nodes`); then resume the run on healthy "
                      "nodes.")
-HEALTHY = Finding(owner="node-pool-owner", transient=False, next_action="The run's nodes report healthy.")
-UNREAD = Finding(owner="node-pool-owner", transient=None,
+HEALTHY = Finding(reason="node.ok",
+                  owner="node-pool-owner", transient=False, next_action="The run's nodes report healthy.")
+UNREAD = Finding(reason="node.unread", owner="node-pool-owner", transient=None,
                  next_action="The run's nodes could not be read, so their health is not known.")
 
 

@@ -22,9 +22,9 @@ class Pattern:
     finding: Finding
 
 
-def _p(label: str, regex: str, owner: str, transient: bool | None, action: str) -> Pattern:
+def _p(label: str, reason: str, regex: str, owner: str, transient: bool | None, action: str) -> Pattern:
     return Pattern(label, re.compile(regex, re.IGNORECASE), Finding(
-        owner=owner, transient=transient, next_action=action))  # type: ignore[arg-type]
+        reason=reason, owner=owner, transient=transient, next_action=action))  # type: ignore[arg-type]
 
 
 def first_match(table: tuple[Pattern, ...], text: str) -> Pattern | None:
@@ -39,6 +39,7 @@ def first_match(table: tuple[Pattern, ...], text: str) -> Pattern | None:
 IMAGE_PULL: tuple[Pattern, ...] = (
     _p(
         "unauthorized",
+        "image.unauthorized",
         r"pull access denied|may require authorization|unauthorized|authorization failed|"
         r"insufficient_scope|access denied|forbidden|\b40[13]\b|authentication required|denied:",
         "image-owner",
@@ -48,6 +49,7 @@ IMAGE_PULL: tuple[Pattern, ...] = (
     ),
     _p(
         "not found",
+        "image.not_found",
         r"manifest unknown|not found|invalidimagename|invalid reference format|"
         r"couldn't parse image|repository name must|no such image",
         "researcher",
@@ -57,6 +59,7 @@ IMAGE_PULL: tuple[Pattern, ...] = (
     ),
     _p(
         "network",
+        "image.network",
         r"i/o timeout|dial tcp|tls handshake|timeout|timed out|connection refused|"
         r"connection reset|no route to host|no such host|deadline exceeded|\beof\b|"
         r"temporary failure|network is unreachable|x509",
@@ -68,6 +71,7 @@ IMAGE_PULL: tuple[Pattern, ...] = (
 )
 
 IMAGE_PULL_UNKNOWN = Finding(
+    reason="image.unclassified",
     owner="image-owner",
     transient=False,
     next_action="Verify the image name, tag and registry credentials; the pull error did not "
@@ -85,6 +89,7 @@ CLAIM_REASONS = re.compile(
 SCHEDULING: tuple[Pattern, ...] = (
     _p(
         "insufficient resources",
+        "sched.insufficient",
         r"insufficient [\w./-]+",
         "node-pool-owner",
         False,
@@ -93,6 +98,7 @@ SCHEDULING: tuple[Pattern, ...] = (
     ),
     _p(
         "untolerated taint",
+        "sched.taint",
         r"untolerated taint",
         "node-pool-owner",
         False,
@@ -101,6 +107,7 @@ SCHEDULING: tuple[Pattern, ...] = (
     ),
     _p(
         "node affinity/selector mismatch",
+        "sched.affinity",
         r"didn't match (pod's )?node affinity|didn't match node selector|node affinity/selector",
         "node-pool-owner",
         False,
@@ -109,6 +116,7 @@ SCHEDULING: tuple[Pattern, ...] = (
     ),
     _p(
         "volume",
+        "sched.volume",
         r"volume node affinity conflict|unbound immediate persistentvolumeclaims|"
         r"persistentvolumeclaim .* not found",
         "platform",
@@ -119,12 +127,14 @@ SCHEDULING: tuple[Pattern, ...] = (
 )
 
 SCHEDULING_UNKNOWN = Finding(
+    reason="sched.unschedulable",
     owner="node-pool-owner",
     transient=False,
     next_action="The scheduler cannot place the pod: read its message and check the node pool.",
 )
 
 DRA_UNALLOCATED = Finding(
+    reason="dra.unallocated",
     owner="node-pool-owner",
     transient=False,
     next_action="No matching device could be allocated: check ResourceSlice availability for "

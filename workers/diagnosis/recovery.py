@@ -9,8 +9,7 @@ run's own process into `resume-from-checkpoint`, naming it.
 from __future__ import annotations
 
 from .models import Finding, PhaseResult, PhaseState, Recovery
-
-OWN_PROCESS = {"Init containers", "Container start", "Ready", "Runtime progress", "RayJob status"}
+from .registry import OWN_PROCESS, RUNTIME_PROGRESS
 
 
 def recovery(first: PhaseResult | None, finding: Finding, layer: int, *, terminal: str | None,
@@ -21,7 +20,7 @@ def recovery(first: PhaseResult | None, finding: Finding, layer: int, *, termina
         return Recovery(action="none", summary="No lifecycle phase shows a failure; progress is proven only "
                         "by the log (`/tau logs <run>`).")
     if first.state is PhaseState.ACTIVE and first.layer == 7 and finding.transient is None:
-        what = "the log shows progress" if first.name == "Runtime progress" else "the run is running"
+        what = "the log shows progress" if first.name == RUNTIME_PROGRESS.name else "the run is running"
         return Recovery(action="none", summary=f"Nothing to recover: {what}.")
     fix = finding.next_action
     if layer <= 3:

@@ -10,36 +10,38 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from . import registry
 from .models import ExperimentEvidence, Finding, LogEvidence, PhaseResult, PhaseState
 from .phases.common import RunContext, clip, result
 from .podfacts import containers, is_terminal, pod_phase
 from .progress import Progress, parse_progress
 from .timeutil import parse_time, stamp
 
-RUNTIME = "Runtime progress"
-EVIDENCE = "Durable evidence"
-LAYER = 7
+RUNTIME = registry.RUNTIME_PROGRESS.name
+EVIDENCE = registry.DURABLE_EVIDENCE.name
+LAYER = registry.RUNTIME_PROGRESS.layer
 DEFAULT_STALL_SECONDS = 20 * 60
 
-NO_PROGRESS = Finding(owner="researcher", transient=False,
+NO_PROGRESS = Finding(reason="progress.stalled", owner="researcher", transient=False,
                       next_action="The process is alive but not progressing (data loader stall, deadlock, "
                       "hung collective): read the log (`/tau logs <run>`), fix the application, and resume "
                       "from the last checkpoint.")
-HANG = Finding(owner="researcher", transient=False,
+HANG = Finding(reason="progress.hang", owner="researcher", transient=False,
                next_action="The log shows a hang signature: read `/tau logs <run>`; if GPU/node health is "
                "clean the cause is in the application (collective mismatch, uneven batches), then resume "
                "from the last checkpoint.")
-CRASH = Finding(owner="researcher", transient=False,
+CRASH = Finding(reason="progress.crashed", owner="researcher", transient=False,
                 next_action="The process crashed (see the last lines in `/tau logs <run>`): fix the cause, "
                 "then resume from the last checkpoint or resubmit.")
-PROGRESSING = Finding(owner="researcher", transient=None,
+PROGRESSING = Finding(reason="progress.ok", owner="researcher", transient=None,
                       next_action="The run is making progress; nothing to do.")
-UNREAD = Finding(owner="researcher", transient=None,
+UNREAD = Finding(reason="progress.unread", owner="researcher", transient=None,
                  next_action="The log could not be read, so progress is not known: `/tau logs <run>`.")
-EVIDENCE_MISSING = Finding(owner="taugrid-owner", transient=False,
+EVIDENCE_MISSING = Finding(reason="evidence.missing", owner="taugrid-owner", transient=False,
                            next_action="The log shows progress but the experiment record does not: the "
                            "TauGrid owner checks the metrics offload (MLflow tracking) for this run.")
-EVIDENCE_OK = Finding(owner="researcher", transient=None, next_action="The experiment record is current.")
+EVIDENCE_OK = Finding(reason="evidence.ok",
+                      owner="researcher", transient=None, next_action="The experiment record is current.")
 
 
 def main_started(ctx: RunContext) -> bool:

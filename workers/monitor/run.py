@@ -17,7 +17,7 @@ from typing import Any
 
 from workers import metrics
 from workers.diagnosis.evaluate import evaluate
-from workers.diagnosis.linkage import find_run, meta
+from workers.diagnosis.linkage import find_run
 from workers.diagnosis.live import LiveResult
 from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.phases.common import RunContext
@@ -48,11 +48,6 @@ class SweepReport:
     by_layer: dict[int, int] = field(default_factory=dict)
 
 
-def _queue_map(objects: list[dict]) -> dict[str, str]:
-    return {meta(o).get("name"): (o.get("spec") or {}).get("clusterQueue") for o in objects
-            if o.get("kind") == "LocalQueue"}
-
-
 async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Cache, reader: KubeReader,
                           report: SweepReport, log_budget: list[int]) -> None:
     ns, name = ws.spec.namespace, ws.metadata.name
@@ -66,7 +61,6 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
     now = services.clock.now()
     thresholds = Thresholds.from_settings(services.settings)
     objects = cache.objects(ns)
-    queues = _queue_map(objects)
     stalled: list[Candidate] = []
     silenced: set[str] = set()  # muted but still stalled: their posts stay as they are
     finished: dict[str, str] = {}
@@ -95,7 +89,7 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
             logs = _last_log(services, ns, run)
         d = evaluate(per_run[run], run, now, ns, logs=logs, linked=objs,
                      stall_seconds=services.settings.progress_stall_minutes * 60)
-        stall = classify(d, objs, now, thresholds, queues)
+        stall = classify(d, objs, now, thresholds)
         if stall is None or not stall.stalled:
             continue
         report.stalled += 1

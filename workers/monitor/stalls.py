@@ -11,17 +11,14 @@ resync spam and Robusta's in-memory rate limits, shared/reference/stalls.md).
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from workers.diagnosis.linkage import RunObjects, meta
-from workers.diagnosis.models import Diagnosis, PhaseState
-from workers.diagnosis.podfacts import all_containers, condition, is_scheduled, pod_created
+from workers.diagnosis.models import Diagnosis, PhaseResult
+from workers.diagnosis.podfacts import condition, is_scheduled, pod_created
+from workers.diagnosis.registry import stall_rule
 from workers.diagnosis.timeutil import parse_time
-
-POOL_LABELS = ("kubernetes.azure.com/agentpool", "cloud.google.com/gke-nodepool",
-               "node.kubernetes.io/instance-type")
 
 
 @dataclass(frozen=True)
@@ -85,80 +82,55 @@ def _pod_since(objs: RunObjects, reason: str) -> datetime | None:
     return _first_time(times)
 
 
-def _reason(d: Diagnosis) -> tuple[str, int] | None:
-    """(reason, which threshold) of the answer, or None when it is no stall candidate."""
-    first = d.first_incomplete
-    if first is None:
-        return None
-    phase = d.phase(first)
-    state, summary = phase.state, phase.summary
-    if first == "Kueue admission":
-        if state is PhaseState.PENDING and "reason=NoWorkload" not in summary:
-            return "waiting-for-quota", 0
-        if state is PhaseState.ACTIVE:
-            return "admission-check", 1
-        if state is PhaseState.WARNING:
-            reason = re.search(r"reason=(\w+)", summary)
-            return f"admission-{(reason.group(1) if reason else 'warning').lower()}", -1
-        return None
-    if state is not PhaseState.WARNING and not (first == "Ready" and state is PhaseState.ACTIVE):
-        return None
-    cause = first
-    if first == "RayCluster":
-        cause = next((n for n in ("Pod scheduling", "DRA allocation", "Image pull", "Init containers",
-                                  "Container start", "Ready") if f": {n}: " in summary), "RayCluster")
-    return {
-        "Pod scheduling": ("unschedulable", 2), "DRA allocation": ("dra-unallocated", 3),
-        "Image pull": ("image-pull", 4), "Init containers": ("crash", 5), "Container start": ("crash", 5),
-        "Ready": ("not-ready", 6), "RayCluster": ("raycluster", 6), "GPU/node health": ("node-fault", -1),
-        "Runtime progress": ("no-progress", -1), "RayJob status": ("rayjob-failed", -1),
-        "Submitted": ("invalid-spec", -1),
-    }.get(cause)
+def _answer(d: Diagnosis) -> PhaseResult | None:
+    return next((p for p in [*d.phases, *d.checks] if p.name == d.first_incomplete), None)
 
 
-def _group(d: Diagnosis, objs: RunObjects, reason: str, queue_to_cluster: dict[str, str]
-           ) -> tuple[str | None, str]:
-    if reason == "waiting-for-quota":
-        queues = {(wl.get("spec") or {}).get("queueName") for wl in objs.workloads} - {None}
-        lq = sorted(queues)[0] if queues else None
-        cq = queue_to_cluster.get(lq or "") or (f"LocalQueue {lq}" if lq else None)
-        return (f"quota:{cq}", f"waiting for quota in ClusterQueue {cq}") if cq else (None, "")
-    if reason == "unschedulable":
-        phase = d.phase(d.first_incomplete or "")
-        message = re.sub(r"\d+", "N", phase.summary.split(": ", 1)[-1])[:200]
-        pools = {(p.get("spec") or {}).get("nodeSelector", {}).get(k) for p in objs.pods for k in POOL_LABELS}
-        pool = ",".join(sorted(x for x in pools if x)) or "any pool"
-        return f"unschedulable:{pool}:{message}", f"unschedulable on {pool}"
-    if reason == "image-pull":
-        images = sorted({c.image for p in objs.pods for c in all_containers(p)
-                         if c.waiting_reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")})
-        return (f"image:{images[0]}", f"pulling {images[0]} fails") if images else (None, "")
+def _since(objs: RunObjects, reason: str) -> datetime | None:
+    """When the run entered its state, from the objects' own times (none for at-once rules)."""
+    area = reason.partition(".")[0]
+    if area in ("quota", "queue"):
+        return _workload_since(objs)
+    return (_pod_since(objs, "unschedulable" if area == "sched" else reason)
+            or parse_time(meta(objs.run or {}).get("creationTimestamp")))
+
+
+def _group(reason: str, cause: str | None) -> tuple[str | None, str]:
+    """The shared-cause key and its header: one queue, one pool and message, one image (SPEC §7b).
+    Built from the engine's reason and cause codes only, so a reworded summary changes nothing."""
+    if not cause:
+        return None, ""
+    area = reason.partition(".")[0]
+    if reason == "quota.waiting":
+        return f"quota:{cause}", f"waiting for quota in {cause}"
+    if area == "sched":
+        pool = cause.split(": ", 1)[0]
+        return f"{reason}:{cause}", f"unschedulable on {pool}"
+    if area == "image":
+        return f"{reason}:{cause}", f"pulling {cause} fails"
     return None, ""
 
 
-def classify(d: Diagnosis, objs: RunObjects, now: datetime, thresholds: Thresholds,
-             queue_to_cluster: dict[str, str] | None = None) -> Stall | None:
-    """The run's stall verdict; None for runs that are healthy, finished or not found."""
+def classify(d: Diagnosis, objs: RunObjects, now: datetime, thresholds: Thresholds) -> Stall | None:
+    """The run's stall verdict; None for runs that are healthy, finished or not found.
+
+    Which results can stall, and after how long, is the registry's `STALL_RULES`, keyed by
+    the answer's reason code; a run's group is keyed by its reason and cause codes."""
     if objs.run is None or d.unreachable_from is not None:
         return None
-    found = _reason(d)
-    if found is None:
+    answer = _answer(d)
+    if answer is None:
         return None
-    reason, which = found
-    minutes = [thresholds.quota, thresholds.admission_check, thresholds.unschedulable, thresholds.dra,
-               thresholds.image_pull, thresholds.crash, thresholds.not_ready]
-    limit = 0 if which < 0 else minutes[which]
-    if reason.startswith(("waiting-for-quota", "admission")):
-        since = _workload_since(objs)
-    elif reason in ("node-fault", "no-progress", "rayjob-failed", "invalid-spec"):
-        since = None
-    else:
-        since = _pod_since(objs, reason) or parse_time(meta(objs.run).get("creationTimestamp"))
+    rule = stall_rule(answer.reason)
+    if rule is None or answer.state.value not in rule.states:
+        return None
+    limit = getattr(thresholds, rule.setting) if rule.setting else 0
+    since = _since(objs, answer.reason) if rule.setting else None
     stalled = limit == 0 or (since is not None and now - since >= timedelta(minutes=limit))
-    group, label = _group(d, objs, reason, queue_to_cluster or {})
+    group, label = _group(answer.reason, answer.cause)
     return Stall(run=objs.name, namespace=objs.namespace or "", kind=objs.kind or "",
-                 phase=d.first_incomplete or "", layer=d.layer, reason=reason, since=since, stalled=stalled,
-                 group=group, group_label=label)
+                 phase=d.first_incomplete or "", layer=d.layer, reason=answer.reason, since=since,
+                 stalled=stalled, group=group, group_label=label)
 
 
 def key_digest(*parts: str) -> str:

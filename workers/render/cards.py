@@ -37,6 +37,7 @@ from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.models import Diagnosis, PhaseState
 from workers.diagnosis.profile import GpuProfile, profile_lines
 from workers.diagnosis.progress import sparkline
+from workers.diagnosis.registry import LAYER_CHECKS
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
 from .mrkdwn import code, code_block, escape, plain, slack_len, truncate
@@ -282,7 +283,7 @@ def build_phase_card(
         kind = run.kind
     elif d.unreachable_from is not None:
         kind = f"not read (layer {d.layer} failed)"
-    elif d.first_incomplete == "Submitted" and d.phases and "not found" not in d.phases[0].summary:
+    elif d.first_incomplete == "Submitted" and d.phases and d.phases[0].reason != "run.not_found":
         kind = "not read"  # a 403 or an outage on the run's own kind: never "not found"
     else:
         kind = "not found"
@@ -401,7 +402,7 @@ def build_workspace_card(report: LayerReport, *, command: str, title: str | None
     """The answer to `/tau workspace connection|status`, `cluster validate …` and `validate`:
     the verdict, one line per check, the handoff, and the server's own words (``quote``)."""
     verdict = "✅ passed" if report.ok else "❌ failed"
-    titles = {1: "Workspace connection", 2: "Workspace readiness", 6: "Cluster validation"}
+    titles = {**LAYER_CHECKS, 6: "Cluster validation"}
     title = title or titles[report.layer]
     name = name or report.workspace or "?"
     header = plain(f"{title} · {name} · {layers or f'layer {report.layer}'} {verdict}", MAX_HEADER_TEXT)

@@ -13,45 +13,52 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .. import registry
 from ..linkage import QUEUE_LABEL, labels, meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import condition, kueue_gated
 from .common import RunContext, clip, result
 
-NAME = "Kueue admission"
-LAYER = 4
+NAME = registry.ADMISSION.name
+LAYER = registry.ADMISSION.layer
 
 WAITING = Finding(
+    reason="quota.waiting",
     owner="queue-owner",
     transient=True,
     next_action="The queue has no free quota for this run right now (including borrowing "
     "limits): wait, or ask the queue owner for capacity or priority.",
 )
 CHECK_PENDING = Finding(
+    reason="quota.check_pending",
     owner="queue-owner",
     transient=True,
     next_action="Quota is reserved; an admission check (e.g. a ProvisioningRequest) has not "
     "passed yet — wait, or ask the queue owner about the check.",
 )
 CHECK_REJECTED = Finding(
+    reason="quota.check_rejected",
     owner="queue-owner",
     transient=False,
     next_action="An admission check rejected the Workload: the queue owner reviews the check "
     "and its message.",
 )
 OVER_MAX = Finding(
+    reason="quota.over_max",
     owner="queue-owner",
     transient=False,
     next_action="The run asks for more than the queue can ever grant (its maximum, including "
     "borrowing): request fewer resources, or ask the queue owner to raise the quota.",
 )
 NO_FLAVOR = Finding(
+    reason="quota.no_flavor",
     owner="queue-owner",
     transient=False,
     next_action="No ResourceFlavor of the ClusterQueue fits the run (resource not offered, "
     "taint or node affinity mismatch): the queue owner reviews the flavors.",
 )
 QUEUE_BROKEN = Finding(
+    reason="queue.broken",
     owner="platform",
     transient=False,
     next_action="The run's queue is missing, stopped or inactive: the platform fixes the "
@@ -59,30 +66,34 @@ QUEUE_BROKEN = Finding(
     "will not help.",
 )
 PREEMPTED = Finding(
+    reason="quota.preempted",
     owner="queue-owner",
     transient=True,
     next_action="Kueue preempted the run to reclaim capacity for other work; it is requeued "
     "and readmitted when quota frees up — ask the queue owner about priority if it repeats.",
 )
 PODS_READY_TIMEOUT = Finding(
+    reason="quota.pods_ready_timeout",
     owner="queue-owner",
     transient=True,
     next_action="Kueue evicted the run because its pods did not all become ready in time "
     "(waitForPodsReady); it is requeued — check the layer-5 phases of the next attempt.",
 )
 DEACTIVATED = Finding(
+    reason="quota.deactivated",
     owner="queue-owner",
     transient=False,
     next_action="The Workload is deactivated (e.g. requeuing limit reached): the queue owner "
     "decides whether to reactivate it; otherwise resubmit.",
 )
 NOT_CREATED = Finding(
+    reason="quota.no_workload",
     owner="queue-owner",
     transient=True,
     next_action="Kueue has not created a Workload for the run yet; if this lasts more than a "
     "minute the platform checks the Kueue controller.",
 )
-ADMITTED = Finding(owner="queue-owner", transient=True, next_action="Admitted.")
+ADMITTED = Finding(reason="quota.ok", owner="queue-owner", transient=True, next_action="Admitted.")
 
 QUEUE_STOPPED_REASONS = {"ClusterQueueStopped", "LocalQueueStopped"}
 OVER_MAX_RE = re.compile(r"maximum capacity|insufficient quota for .+ in ClusterQueue", re.I)
@@ -198,6 +209,21 @@ def _queue_objects_verdict(ctx: RunContext) -> Verdict | None:
     return None
 
 
+def queue_cause(ctx: RunContext, queues: list[str]) -> str | None:
+    """The shared cause of runs waiting in one queue: its ClusterQueue when the snapshot links the
+    LocalQueue (or the Workload names it), else the LocalQueue itself."""
+    for wl in ctx.objs.workloads:
+        cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
+        if cq:
+            return f"ClusterQueue {cq}"
+    for q in ctx.objs.queues:
+        if q.get("kind") == "LocalQueue" and meta(q).get("name") in queues:
+            cq = (q.get("spec") or {}).get("clusterQueue")
+            if cq:
+                return f"ClusterQueue {cq}"
+    return f"LocalQueue {ctx.namespace}/{queues[0]}" if queues else None
+
+
 def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
     objs = ctx.objs
     if objs.run is None:
@@ -217,7 +243,7 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
         if broken:
             return result(NAME, LAYER, PhaseState.WARNING,
                           f"0/1 admitted {qtext} reason={broken.reason}: {broken.explain}",
-                          broken.finding, [broken.evidence])
+                          broken.finding, [broken.evidence], cause=queue_cause(ctx, queues))
         suspended = bool((objs.run.get("spec") or {}).get("suspend"))
         why = "run suspended, no Workload yet" if suspended else "no Workload yet"
         return result(NAME, LAYER, PhaseState.PENDING, f"0/1 admitted {qtext} reason=NoWorkload: {why}",
@@ -244,5 +270,5 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
         chosen = next((v for v in open_ if v.state is state), None)
         if chosen:
             return result(NAME, LAYER, state, f"{head} reason={chosen.reason}: {chosen.explain}",
-                          chosen.finding, evidence)
+                          chosen.finding, evidence, cause=queue_cause(ctx, queues))
     raise AssertionError("unreachable: open verdicts have a state")

@@ -19,6 +19,7 @@ from ..podfacts import PodSummary, condition, summarize
 Terminal = Literal["succeeded", "failed"] | None
 
 RESEARCHER = Finding(
+    reason="run.config",
     owner="researcher",
     transient=False,
     next_action="Fix the run config or application and resubmit.",
@@ -107,6 +108,15 @@ class RunContext:
         return [e for e in events if e.reason in wanted]
 
 
+def reason_code(state: PhaseState, finding: Finding) -> str:
+    """The result's code: its finding's, except that a phase's healthy finding (`x.ok`) on a phase
+    that has not finished reads as that phase waiting or under way (`x.pending`, `x.active`)."""
+    area, _, what = finding.reason.partition(".")
+    if what == "ok" and not state.finished:
+        return f"{area}.{state.value}"
+    return finding.reason
+
+
 def result(
     name: str,
     layer: int,
@@ -114,6 +124,9 @@ def result(
     summary: str,
     finding: Finding,
     evidence: list[str] | None = None,
+    *,
+    cause: str | None = None,
+    via: str | None = None,
 ) -> PhaseResult:
     return PhaseResult(
         name=name,
@@ -122,6 +135,9 @@ def result(
         summary=summary,
         finding=finding,
         evidence=evidence or [],
+        reason=reason_code(state, finding),
+        cause=cause,
+        via=via,
     )
 
 
@@ -152,6 +168,7 @@ class PodVerdict:
     finding: Finding
     short: str = ""
     evidence: str = ""
+    cause: str | None = None  # what pods failing for one shared cause have in common (an image, …)
 
 
 def aggregate(
@@ -171,7 +188,7 @@ def aggregate(
     chosen = [v for v in verdicts if v.state is state]
     first = chosen[0]
     count = f"{len(chosen)}/{total} pods" if total > 1 else "pod"
-    return result(name, layer, state, f"{count}: {first.short}", first.finding, evidence)
+    return result(name, layer, state, f"{count}: {first.short}", first.finding, evidence, cause=first.cause)
 
 
 def waiting_for_earlier(

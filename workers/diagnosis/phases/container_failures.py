@@ -17,9 +17,9 @@ from .common import PodVerdict, clip
 
 CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 
-CRASH = Finding(owner="researcher", transient=False, next_action=CRASH_ACTION)
-OOM = Finding(owner="researcher", transient=False, next_action=OOM_ACTION)
-CONFIG = Finding(owner="researcher", transient=False, next_action=CONFIG_ACTION)
+CRASH = Finding(reason="crash.exit", owner="researcher", transient=False, next_action=CRASH_ACTION)
+OOM = Finding(reason="crash.oom", owner="researcher", transient=False, next_action=OOM_ACTION)
+CONFIG = Finding(reason="crash.config", owner="researcher", transient=False, next_action=CONFIG_ACTION)
 
 
 # Kubelet and runc texts (pkg/kubelet/kuberuntime, pkg/kubelet/volumemanager; runc's exec errors).
@@ -38,7 +38,7 @@ def config_finding(message: str) -> Finding:
     found = _MISSING_BINARY.search(message or "")
     if found:
         binary = next(g for g in found.groups() if g)
-        return Finding(owner="researcher", transient=False, next_action=(
+        return Finding(reason="crash.missing_binary", owner="researcher", transient=False, next_action=(
             f"The container's command `{binary}` is not in the image: fix the command/entrypoint in "
             "the run config or build it into the image, then resubmit (unchanged, it fails again)."))
     ref = _MISSING_REF.search(message or "")
@@ -49,7 +49,7 @@ def config_finding(message: str) -> Finding:
             what = f"{label} `{name}`, which does not exist in the namespace"
         else:
             what = f"key `{ref.group(3)}` of {ref.group(4)} `{ref.group(6)}`, which it does not have"
-        return Finding(owner="researcher", transient=False, next_action=(
+        return Finding(reason="crash.missing_reference", owner="researcher", transient=False, next_action=(
             f"The container references {what}: create it, or fix the reference in the run config."))
     return CONFIG
 
@@ -68,7 +68,7 @@ def volume_mount(pod: dict, message: str) -> Finding:
         target = f"volume `{names[0]}` (its claim or storage)"
     else:
         target = "the pod's volumes (`kubectl describe pod` lists the failing one)"
-    return Finding(owner="platform", transient=False, next_action=(
+    return Finding(reason="start.volume_mount", owner="platform", transient=False, next_action=(
         f"A volume could not be mounted: the platform checks {target} and its storage class."))
 
 

@@ -8,6 +8,7 @@ says containers started — never that training progresses.
 
 from __future__ import annotations
 
+from .. import registry
 from ..linkage import meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import (
@@ -20,15 +21,16 @@ from ..podfacts import (
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
 from .container_failures import CRASH, container_failure, restart_note, volume_mount
 
-NAME = "Container start"
-LAYER = 5
+NAME = registry.CONTAINER_START.name
+LAYER = registry.CONTAINER_START.layer
 MOUNT_EVENTS = ("FailedMount", "FailedAttachVolume")
 
-HEALTHY = Finding(owner="researcher", transient=False, next_action="Containers started.")
-STARTING = Finding(owner="researcher", transient=True,
+HEALTHY = Finding(reason="start.ok", owner="researcher", transient=False, next_action="Containers started.")
+STARTING = Finding(reason="start.starting", owner="researcher", transient=True,
                    next_action="The main containers have not started yet (waiting for init containers, "
                    "the image or container creation): wait, and re-check with `/tau status <run>`.")
 JOB_FAILED = Finding(
+    reason="crash.job_failed",
     owner="researcher",
     transient=False,
     next_action="The Job failed: read the failed pod's log (`/tau logs <run>`), fix, and resubmit.",

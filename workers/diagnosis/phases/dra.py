@@ -7,6 +7,7 @@ resource.k8s.io v1, v1beta2 and v1beta1 (reference/pod-failure-shapes.md).
 
 from __future__ import annotations
 
+from .. import registry
 from ..linkage import meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..patterns import DRA_UNALLOCATED
@@ -14,18 +15,20 @@ from ..podfacts import is_terminal, kueue_gated, pod_created, pod_name
 from ..timeutil import parse_time, stamp
 from .common import PodVerdict, RunContext, aggregate, clip, result
 
-NAME = "DRA allocation"
-LAYER = 5
+NAME = registry.DRA.name
+LAYER = registry.DRA.layer
 GRACE_SECONDS = 30
 
-HEALTHY = Finding(owner="node-pool-owner", transient=False, next_action="Claims are allocated.")
+HEALTHY = Finding(reason="dra.ok",
+                  owner="node-pool-owner", transient=False, next_action="Claims are allocated.")
 PREPARE_FAILED = Finding(
+    reason="dra.prepare_failed",
     owner="node-pool-owner",
     transient=False,
     next_action="The kubelet could not prepare the allocated device "
     "(FailedPrepareDynamicResources): the node-pool owner checks the DRA driver on that node.",
 )
-GATED = Finding(owner="queue-owner", transient=True,
+GATED = Finding(reason="quota.gated", owner="queue-owner", transient=True,
                 next_action="Claims are allocated once Kueue admits the run.")
 
 

@@ -9,16 +9,17 @@ network → platform (transient).
 
 from __future__ import annotations
 
+from .. import registry
 from ..models import Finding, PhaseResult, PhaseState
 from ..patterns import IMAGE_PULL, IMAGE_PULL_UNKNOWN, first_match
 from ..podfacts import PULL_ERRORS, ContainerView, all_containers, is_scheduled, is_terminal, where
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier, worst
 
-NAME = "Image pull"
-LAYER = 5
+NAME = registry.IMAGE_PULL.name
+LAYER = registry.IMAGE_PULL.layer
 
-HEALTHY = Finding(owner="image-owner", transient=False, next_action="Images are present.")
-PULLING = Finding(owner="image-owner", transient=False,
+HEALTHY = Finding(reason="image.ok", owner="image-owner", transient=False, next_action="Images are present.")
+PULLING = Finding(reason="image.pulling", owner="image-owner", transient=False,
                   next_action="The image is being pulled; large images take minutes.")
 
 
@@ -36,6 +37,7 @@ def _pull_error_text(ctx: RunContext, pod: dict, c: ContainerView) -> str:
 
 
 NEVER_PULL = Finding(
+    reason="image.never_pull",
     owner="researcher",
     transient=False,
     next_action="The pull policy is Never and the image is not on the node: no registry was asked. Use "
@@ -82,6 +84,7 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
                 PhaseState.WARNING, finding,
                 f"{c.waiting_reason} {c.image} ({label})",
                 f"{where(pod, c)}: {c.waiting_reason} {c.image}: {clip(text, 400)}",
+                cause=c.image or None,
             ))
         elif _pulling(ctx, pod, c):
             verdicts.append(PodVerdict(PhaseState.ACTIVE, PULLING, f"pulling {c.image}",
@@ -91,7 +94,7 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
     state = worst(v.state for v in verdicts)
     first = next(v for v in verdicts if v.state is state)
     evidence = "; ".join(v.evidence for v in verdicts if v.state is state)
-    return PodVerdict(state, first.finding, first.short, evidence)
+    return PodVerdict(state, first.finding, first.short, evidence, first.cause)
 
 
 def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:

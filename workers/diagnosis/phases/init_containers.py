@@ -6,6 +6,7 @@ non-zero exit or a back-off on an init container; an application problem.
 
 from __future__ import annotations
 
+from .. import registry
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import (
     PULL_ERRORS,
@@ -18,14 +19,15 @@ from ..podfacts import (
 from .common import PodVerdict, RunContext, aggregate, result, waiting_for_earlier
 from .container_failures import container_failure
 
-NAME = "Init containers"
-LAYER = 5
-HEALTHY = Finding(owner="researcher", transient=False, next_action="Init containers finished.")
+NAME = registry.INIT_CONTAINERS.name
+LAYER = registry.INIT_CONTAINERS.layer
+HEALTHY = Finding(reason="init.ok",
+                  owner="researcher", transient=False, next_action="Init containers finished.")
 # Not done yet is not "finished" (issue 15.10): say what is still going on.
-RUNNING = Finding(owner="researcher", transient=True,
+RUNNING = Finding(reason="init.running", owner="researcher", transient=True,
                   next_action="An init container is still running: wait for it to exit 0, or read its log "
                   "(`/tau logs <run>`) if it takes longer than expected.")
-WAITING = Finding(owner="researcher", transient=True,
+WAITING = Finding(reason="init.waiting", owner="researcher", transient=True,
                   next_action="The init containers have not finished yet: the main containers start "
                   "once each has exited 0.")
 

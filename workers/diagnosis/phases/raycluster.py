@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import registry
 from ..linkage import meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import condition
 from . import container_start, dra, image_pull, init_containers, ready, scheduling
 from .common import RunContext, clip, result
 
-NAME = "RayCluster"
-LAYER = 5
+NAME = registry.RAYCLUSTER.name
+LAYER = registry.RAYCLUSTER.layer
 
 POD_PHASES: tuple[Callable[[RunContext, list[dict]], PhaseResult], ...] = (
     scheduling.evaluate_pods,
@@ -30,19 +31,23 @@ POD_PHASES: tuple[Callable[[RunContext, list[dict]], PhaseResult], ...] = (
     ready.evaluate_pods,
 )
 
-HEALTHY = Finding(owner="node-pool-owner", transient=False, next_action="RayCluster is ready.")
+HEALTHY = Finding(reason="raycluster.ok",
+                  owner="node-pool-owner", transient=False, next_action="RayCluster is ready.")
 PROVISIONING = Finding(
+    reason="raycluster.provisioning",
     owner="node-pool-owner",
     transient=False,
     next_action="KubeRay is still bringing up the Ray pods; no failure reported so far.",
 )
 REPLICA_FAILURE = Finding(
+    reason="raycluster.replica_failure",
     owner="platform",
     transient=False,
     next_action="KubeRay could not create or delete Ray pods (ReplicaFailure): the platform "
     "checks the operator's message (quota, admission webhook, RBAC).",
 )
 HEAD_FAILING = Finding(
+    reason="crash.head",
     owner="researcher",
     transient=False,
     next_action="The Ray head container is failing: read its log and fix the image or "
@@ -72,7 +77,7 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
             text = ("deleted by KubeRay after the job finished" if objs.raycluster_name
                     else "never created: the run ended before it needed one")
             return result(NAME, LAYER, PhaseState.DONE, text, HEALTHY)
-        admission = earlier.get("Kueue admission")
+        admission = earlier.get(registry.ADMISSION.name)
         if admission is not None and not admission.state.finished:
             return result(NAME, LAYER, PhaseState.PENDING,
                           "not created yet (waiting on Kueue admission)", PROVISIONING)
@@ -95,11 +100,11 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
         if phase is not None and phase.state is PhaseState.WARNING:
             return result(NAME, LAYER, PhaseState.WARNING,
                           f"{name} not ready: {phase.name}: {phase.summary}", phase.finding,
-                          phase.evidence)
+                          phase.evidence, cause=phase.cause, via=phase.name)
     head = condition(rc, "HeadPodReady")
     if head and head.get("status") == "False" and head.get("reason") in HEAD_ERROR_REASONS:
         msg = f"HeadPodReady=False reason={head.get('reason')}: {clip(head.get('message') or '')}"
-        finding = HEAD_FAILING
+        finding = HEAD_FAILING  # KubeRay's own evidence, not a pod phase's: no `via`
         if head.get("reason") in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName"):
             finding = image_pull.classify(head.get("reason") or "", head.get("message") or "")[1]
         return result(NAME, LAYER, PhaseState.WARNING, f"{name} not ready: {msg}", finding, [msg])

@@ -7,33 +7,37 @@ A running job is `active` — Running never proves progress; the logs do.
 
 from __future__ import annotations
 
+from .. import registry
 from ..models import Finding, PhaseResult, PhaseState
 from .common import RunContext, clip, result
 
-NAME = "RayJob status"
-LAYER = 7
+NAME = registry.RAYJOB_STATUS.name
+LAYER = registry.RAYJOB_STATUS.layer
 
 RUNNING = Finding(
+    reason="rayjob.running",
     owner="researcher",
     transient=None,
     next_action="The Ray job is running; Running does not prove progress — check the driver "
     "log (`tau logs <run>`) and the experiment record (`taugrid-portal experiment status`).",
 )
 FAILED = Finding(
+    reason="rayjob.failed",
     owner="researcher",
     transient=False,
     next_action="The Ray job failed: read the driver log (`tau logs <run>`), fix the "
     "application or config, and resubmit.",
 )
 RETRYING = Finding(
+    reason="rayjob.retrying",
     owner="researcher",
     transient=True,
     next_action="KubeRay is retrying the job after a failure (backoffLimit): read the failed "
     "attempt's driver log (`tau logs <run>`).",
 )
-WAITING = Finding(owner="researcher", transient=None,
+WAITING = Finding(reason="rayjob.waiting", owner="researcher", transient=None,
                   next_action="The Ray job has not been submitted yet; earlier phases explain why.")
-DONE = Finding(owner="researcher", transient=None, next_action="The Ray job succeeded.")
+DONE = Finding(reason="rayjob.ok", owner="researcher", transient=None, next_action="The Ray job succeeded.")
 
 
 def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:

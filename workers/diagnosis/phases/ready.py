@@ -7,15 +7,17 @@ events a not-yet-ready container is simply still starting.
 
 from __future__ import annotations
 
+from .. import registry
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import containers, is_scheduled, pod_name, pod_phase, where
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
 
-NAME = "Ready"
-LAYER = 5
+NAME = registry.READY.name
+LAYER = registry.READY.layer
 
-HEALTHY = Finding(owner="researcher", transient=False, next_action="Pods are ready.")
+HEALTHY = Finding(reason="ready.ok", owner="researcher", transient=False, next_action="Pods are ready.")
 PROBE_FAILING = Finding(
+    reason="ready.probe_failing",
     owner="researcher",
     transient=False,
     next_action="The readiness probe keeps failing: check that the probe's port/path match "

@@ -9,33 +9,51 @@ from __future__ import annotations
 
 import re
 
+from .. import registry
 from ..models import Finding, PhaseResult, PhaseState
 from ..patterns import CLAIM_REASONS, DRA_UNALLOCATED, SCHEDULING, SCHEDULING_UNKNOWN, first_match
 from ..podfacts import condition, is_scheduled, is_terminal, kueue_gated, pod_created, pod_name
 from ..timeutil import stamp
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
 
-NAME = "Pod scheduling"
-LAYER = 5
+NAME = registry.SCHEDULING.name
+LAYER = registry.SCHEDULING.layer
 DRA_GRACE_SECONDS = 30
 
 NO_PODS = Finding(
+    reason="sched.no_pods",
     owner="node-pool-owner",
     transient=False,
     next_action="Admitted, but no pods exist yet: the job controller (or KubeRay) should create "
     "them within seconds; if not, the platform checks the controller.",
 )
-HEALTHY = Finding(owner="node-pool-owner", transient=False, next_action="All pods are scheduled.")
+HEALTHY = Finding(reason="sched.ok",
+                  owner="node-pool-owner", transient=False, next_action="All pods are scheduled.")
 GATED = Finding(
+    reason="quota.gated",
     owner="queue-owner",
     transient=True,
     next_action="Pods are held by Kueue's admission gate until the Workload is admitted.",
 )
 WAITING = Finding(
+    reason="sched.waiting",
     owner="node-pool-owner",
     transient=False,
     next_action="The scheduler has not placed the pod yet; no failure reported so far.",
 )
+
+# Node labels that name a node pool (AKS, GKE), else the instance type: what unschedulable runs that
+# share a cause have in common is the pool their selector asks for and the scheduler's message.
+POOL_LABELS = ("kubernetes.azure.com/agentpool", "cloud.google.com/gke-nodepool",
+               "node.kubernetes.io/instance-type")
+
+
+def scheduling_cause(pod: dict, message: str) -> str:
+    """`<pool>: <message with numbers as N>`, so `0/12 nodes` and `0/14 nodes` are one cause."""
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    pool = ",".join(sorted({str(selector[k]) for k in POOL_LABELS if selector.get(k)})) or "any pool"
+    return f"{pool}: {re.sub(r'[0-9]+', 'N', ' '.join(message.split()))[:200]}"
+
 
 _REASONS_RE = re.compile(r"nodes are available:(?P<body>.*?)(?:\.\s*preemption:|\s+still not|$)",
                          re.I | re.S)
@@ -95,7 +113,7 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
     finding = pattern.finding if pattern else SCHEDULING_UNKNOWN
     label = pattern.label if pattern else "unschedulable"
     return PodVerdict(PhaseState.WARNING, finding, f"Unschedulable ({label}): {clip(message, 200)}",
-                      evidence)
+                      evidence, cause=scheduling_cause(pod, message))
 
 
 def evaluate_pods(ctx: RunContext, pods: list[dict]) -> PhaseResult:

@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
+from .. import registry
 from ..models import Finding, PhaseResult, PhaseState
 from ..timeutil import parse_time, stamp
 from .common import RunContext, clip, result
 
-NAME = "Submitted"
-LAYER = 3
+NAME = registry.SUBMITTED.name
+LAYER = registry.SUBMITTED.layer
 
 # Controller events that mean the submitted spec cannot be run as written
 # (Kueue jobframework events.go; KubeRay utils/constant.go).
 INVALID_SPEC_EVENTS = ("ErrWorkloadCompose", "InvalidRayJobSpec", "InvalidRayClusterSpec")
 
 NOT_FOUND = Finding(
+    reason="run.not_found",
     owner="researcher",
     transient=False,
     next_action="Check the run name and namespace (`tau run list`), or submit it again; "
     "validate the config first with `tau run validate --config tau/train.yaml`.",
 )
 INVALID = Finding(
+    reason="run.invalid_spec",
     owner="researcher",
     transient=False,
     next_action="The controller rejected the run's spec: fix the run config "
     "(`tau run validate --config tau/train.yaml`) and resubmit.",
 )
-OK = Finding(owner="researcher", transient=False, next_action="Nothing to do at submission.")
+OK = Finding(reason="run.ok", owner="researcher", transient=False, next_action="Nothing to do at submission.")
 
 
 def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
