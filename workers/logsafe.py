@@ -2,43 +2,31 @@
 
 A slash command's or a press's `response_url` is a capability: for 30 minutes
 anyone holding it may post in the channel. Bolt logs the full body of a
-request that fails the signature check (it carries that URL), and slack_sdk
-logs the URL of a retried request. Tokens (`xoxb-…`, `xapp-…`) are secrets.
+request that fails the signature check (it carries that URL and Slack's
+verification token), and slack_sdk's webhook client logs the URL of a
+retried request, whatever its host. Tokens (`xoxb-…`, `xapp-…`) are secrets.
 `Redactor` is a logging filter on the process's handlers: every record is
-rendered once, capability URLs and tokens are replaced, and the line is cut,
-so no library can log them whatever it does.
+rendered once and passed through `workers.redaction` (the same rules as log
+text posted to Slack), so no library can log them whatever it does.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 from typing import Any
 
-MAX_LINE = 600
-_PATTERNS = (
-    (re.compile(r"https?(?::|%3A)(?://|%2F%2F)hooks\.slack\.com[^\s'\"&,)]*", re.IGNORECASE),
-     "https://hooks.slack.com/[redacted]"),
-    (re.compile(r"(response_url[\"']?\s*[:=]\s*[\"']?)[^\s'\"&,)]+", re.IGNORECASE), r"\1[redacted]"),
-    (re.compile(r"xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+"), "xox?-[redacted]"),
-    (re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE), r"\1[redacted]"),
-    # A shared file's url_private(_download): fetchable with the bot token, so never logged.
-    (re.compile(r"https?://[^\s'\"]*/files-pri/[^\s'\"&,)]*", re.IGNORECASE), "https://[file url redacted]"),
-)
+from workers.redaction import MAX_LINE, clean, redact_url_text
 
-
-# Every pattern above needs one of these words: a line with none is left as it is, unsearched
-# (five searches per field of every audit line were a tenth of an ack's CPU).
-_TRIGGERS = re.compile(r"hooks|response_url|xox|xapp|bearer|files-pri", re.IGNORECASE)
+MAX_TRACEBACK = 8000
+# Loggers whose every URL is a capability: slack_sdk's webhook client only ever talks to a
+# response_url or an incoming webhook.
+_URL_ONLY_LOGGERS = ("slack_sdk.webhook",)
 
 
 def redact(text: str) -> str:
-    if _TRIGGERS.search(text) is None:
-        return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
+    """One log line: controls stripped (newlines kept), secrets redacted, clipped."""
+    return clean(text, MAX_LINE, keep_newlines=True)
 
 
 class Redactor(logging.Filter):
@@ -50,9 +38,17 @@ class Redactor(logging.Filter):
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a broken format string must not lose the line
             message = str(record.msg)
+        if record.name.startswith(_URL_ONLY_LOGGERS):
+            message = redact_url_text(message)
         record.msg, record.args = redact(message), None
+        if record.exc_info:  # rendered here, so the traceback is redacted too; formatters (text and
+            # python-json-logger alike) print exc_text when exc_info is gone
+            record.exc_text = record.exc_text or logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
         if record.exc_text:
-            record.exc_text = redact(record.exc_text)
+            record.exc_text = clean(record.exc_text, MAX_TRACEBACK, keep_newlines=True)
+        if record.stack_info:
+            record.stack_info = clean(record.stack_info, MAX_TRACEBACK, keep_newlines=True)
         return True
 
 

@@ -7,6 +7,7 @@ app did next (jobs in Redis, calls received by the fake Slack).
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import logging
 import time
@@ -20,6 +21,7 @@ from rq import Queue
 from bot.app import build_app
 from bot.serve import BackgroundServer
 from tests.fakes.slack_signing import block_action_body, signed_headers, slash_command_body
+from workers.logsafe import configure
 
 from .conftest import ALICE, SECRET, SlackApp, make_settings
 
@@ -220,3 +222,32 @@ def test_capability_urls_and_tokens_never_reach_a_log_line() -> None:
     message = record.getMessage()
     assert "s3cr3t" not in message and "xoxb-1234-secret" not in message and len(message) <= 600
     assert "[redacted]" in message
+
+
+def test_a_rejected_body_is_logged_without_the_verification_token_or_its_response_url(
+        slack_app: SlackApp) -> None:
+    """Issue 26.5: Bolt logs the body of a request whose signature fails, with Slack's
+    verification token (`token=…`) and a response_url — here on the fake Slack's host, not
+    `hooks.slack.com`. Through the handler production configures, neither is written."""
+    response_url = slack_app.fake.response_url("leak1")
+    body = slash_command_body(text="status r", response_url=response_url)
+    stream = io.StringIO()
+    handler = configure(logging.StreamHandler(stream), json_lines=False)
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    # Bolt copies the root's level when the app is built: INFO in production (`install`).
+    bolt = logging.getLogger("slack_bolt.RequestVerification")
+    level = bolt.level
+    bolt.setLevel(logging.INFO)
+    try:
+        status, _, _ = slack_app.post(body, headers={
+            **signed_headers(SECRET, body), "X-Slack-Signature": "v0=" + "0" * 64})
+    finally:
+        bolt.setLevel(level)
+        root.removeHandler(handler)
+    assert status == 401 and slack_app.queue.count == 0
+    written = stream.getvalue()
+    assert "gIkuvaNzQIHg97ATvDxqgjtO" in body and "gIkuvaNzQIHg97ATvDxqgjtO" not in written
+    assert "leak1" not in written
+    assert "signature" in written.lower()  # Bolt's line itself is kept

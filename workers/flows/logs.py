@@ -5,6 +5,11 @@ review, `workers/logs/sources.py`). The card quotes at most ~20 lines,
 escaped inside a code block they cannot close; the whole tail goes to the
 thread as a text file, which Slack shows as a snippet and never parses as
 mrkdwn, so nothing in it can mention anyone.
+
+Both are cluster text read by channel members who may lack `pods/log`: the
+lines are redacted with the rules of taubot's own logs, stripped of control
+characters and clipped (`shareable`, `workers/redaction.py`) before either
+is built, so the card and the file can never disagree about a secret.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from workers.contracts.requests import LogsRequest
+from workers.logs.model import LogsResult
 from workers.logs.sources import logs_live
+from workers.redaction import clean, redact_lines
 from workers.render.cards import build_logs_card
 from workers.services import Services
 from workers.surfaces.base import Failed
@@ -34,6 +41,17 @@ def log_file(result: Any) -> str:
     return "".join(f"{line.time} {line.text}\n" if line.time else f"{line.text}\n" for line in result.lines)
 
 
+def shareable(result: LogsResult) -> LogsResult:
+    """The log as it may be posted: every line redacted, stripped and clipped (a private key
+    spanning lines removed whole), and the sources' reasons too (an error may quote a URL)."""
+    texts = redact_lines(line.text for line in result.lines)
+    lines = [line.model_copy(update={"text": text}) for line, text in zip(result.lines, texts, strict=True)]
+    return result.model_copy(update={
+        "lines": lines,
+        "unavailable": [clean(reason, 400) for reason in result.unavailable],
+    })
+
+
 def run_logs(services: Services, request: LogsRequest, *, job: Job | None, now: datetime) -> dict[str, Any]:
     """Post the parent, read the log as the user, post the card and attach the tail."""
     command = request.command
@@ -42,6 +60,7 @@ def run_logs(services: Services, request: LogsRequest, *, job: Job | None, now: 
                                    workspace=command.workspace, channel=request.channel, tail=command.tail,
                                    previous=command.previous,
                                    timeout=services.settings.kube_request_timeout_seconds))
+    result = shareable(result)
     attached = False
     if result.answered and result.lines and parent_ts is not None:
         sent = services.surface.upload(request.channel, parent_ts, f"{command.run}.log", log_file(result),
@@ -55,4 +74,4 @@ def run_logs(services: Services, request: LogsRequest, *, job: Job | None, now: 
             "lines": len(result.lines), "requests": result.requests}
 
 
-__all__ = ["log_file", "run_logs"]
+__all__ = ["log_file", "run_logs", "shareable"]
