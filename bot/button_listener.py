@@ -21,6 +21,17 @@ log = logging.getLogger(__name__)
 _IDENTITY_KEY = "__taubot_identity"
 
 
+def press_place(body: dict[str, Any]) -> dict[str, str | None]:
+    """Where a press happened, as Slack's `block_actions` payload says (api.slack.com/reference/
+    interaction-payloads/block-actions: `channel`, `container.message_ts`/`thread_ts`, the echoed
+    `message`): the worker compares it with where the button was offered."""
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    return {"channel": (body.get("channel") or {}).get("id") or container.get("channel_id"),
+            "message_ts": container.get("message_ts") or message.get("ts"),
+            "thread_ts": container.get("thread_ts") or message.get("thread_ts")}
+
+
 class Resolver(Protocol):
     def resolve(self, slack_user_id: str) -> Identity | Unmapped: ...
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from redis import RedisError
 
-from bot.button_listener import ButtonListener, Resolver
+from bot.button_listener import ButtonListener, Resolver, press_place
 from bot.identity import Unmapped
 from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, SLACK_USER, VALIDATE_NODES_ACTION
 from workers.contracts.requests import EscalateRequest, MuteRequest, RecordPressRequest, ValidateNodesRequest
@@ -65,13 +65,9 @@ class EscalateButton(ButtonListener):
         if isinstance(identity, Unmapped):
             log.info("escalate press refused for %s: %s", user, identity.detail)
             return "unmapped", f"⛔ {escape(identity.reason, 1000)}"
-        container = body.get("container") or {}
-        message = body.get("message") or {}
         request = EscalateRequest(
             record_id=record_id, user=user, identity=identity, response_url=body.get("response_url"),
-            channel=(body.get("channel") or {}).get("id") or container.get("channel_id"),
-            message_ts=container.get("message_ts") or message.get("ts"),
-            pressed_at=datetime.now(UTC),
+            **press_place(body), pressed_at=datetime.now(UTC),
         )
         try:
             enqueue_request(self.queue, request, timeout=self.settings.job_timeout_seconds)
@@ -111,8 +107,7 @@ class RecordButton(ButtonListener):
         if isinstance(identity, Unmapped):
             return "unmapped", f"⛔ {escape(identity.reason, 1000)}"
         request = self.request_type(record_id=record_id, user=user, identity=identity,
-                                    response_url=body.get("response_url"),
-                                    channel=(body.get("channel") or {}).get("id"))
+                                    response_url=body.get("response_url"), **press_place(body))
         try:
             enqueue_request(self.queue, request, timeout=self.timeout)
         except RedisError:

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from redis import RedisError
 
-from bot.button_listener import ButtonListener, Resolver
+from bot.button_listener import ButtonListener, Resolver, press_place
 from bot.identity import Unmapped
 from workers.contracts.requests import StopRequest
 from workers.queue import JobQueue, enqueue_request
@@ -41,14 +41,14 @@ class StopWatchingButton(ButtonListener):
     def _handle(self, body: dict[str, Any]) -> tuple[str, str]:
         action = (body.get("actions") or [{}])[0]
         user = str((body.get("user") or {}).get("id") or "")
-        channel = str((body.get("channel") or {}).get("id")
-                      or (body.get("container") or {}).get("channel_id") or "")
+        place = press_place(body)
+        channel = str(place["channel"] or "")
         identity = self.resolver.resolve(user)
         self.note_identity(body, identity)
         try:
             stop = StopRequest(watch=str(action.get("value") or ""), user=user, channel=channel,
                                identity=None if isinstance(identity, Unmapped) else identity,
-                               response_url=body.get("response_url"))
+                               response_url=body.get("response_url"), message_ts=place["message_ts"])
         except ValidationError:
             return "invalid", NOT_A_WATCH
         try:

@@ -232,8 +232,15 @@ def test_mute_stops_posts_for_that_run_until_it_expires(env: Env) -> None:
               if "Mute" in e["text"]["text"]]
     record_id = verify_value(env.services.settings.button_key(), mute["value"])
     assert record_id is not None
-    outcome = run_mute(env.services, MuteRequest(record_id=record_id, user="U012ALICE",
-                                                 identity=Identity(user="alice@example.com")), now=env.clock.now())
+    alice = Identity(user="alice@example.com")
+    where = {"channel": pull.params["channel"], "message_ts": pull.response["ts"]}
+    # Issue 26: the signed value replayed from another channel or on another message does nothing.
+    for elsewhere in ({**where, "channel": "C0OTHERCH"}, {**where, "message_ts": "1764464220.000100"}, {}):
+        press = MuteRequest(record_id=record_id, user="U012ALICE", identity=alice, **elsewhere)
+        assert run_mute(env.services, press, now=env.clock.now()) == "elsewhere"
+    assert not env.fake.calls_to("chat.update") and not env.services.redis.keys("taubot:monitor:mute:*")
+    outcome = run_mute(env.services, MuteRequest(record_id=record_id, user="U012ALICE", identity=alice, **where),
+                       now=env.clock.now())
     assert outcome == "muted"
     [edit] = [c for c in env.fake.calls_to("chat.update") if c.params["ts"] == pull.response["ts"]]
     assert "muted by @U012ALICE until" in card_text(edit)

@@ -294,3 +294,26 @@ def test_workspace_not_ready_escalates_to_platform_checked_on_the_tauworkspace(a
             "verb": "get", "resource": "tauworkspaces", "group": "taugrid.io", "name": "vision"}
         [handoff] = app.fake.messages(PLATFORM_CHANNEL)
         assert "*Layer*\n2" in card_text(handoff["blocks"])
+
+
+def test_a_press_from_another_channel_or_on_another_message_is_refused(app: SlackApp) -> None:
+    """Issue 26.6: the signed value replayed in a press from another channel, or on another
+    message of this channel, escalates nothing (no handoff, no note, card untouched)."""
+    with cluster(app, example_objects("l4-job-localqueue-missing")) as emu:
+        parent, card = status_card(app, "bert-distill")
+        button = escalate_button(card)
+        emu.clear_requests()
+        for response_id, channel, ts in (("other-channel", "C0OTHERCH", card["ts"]),
+                                         ("other-message", CHANNEL, parent["ts"])):
+            body = block_action_body(ESCALATE_ACTION, button["value"], user_id=ALICE, channel_id=channel,
+                                     message_ts=ts, thread_ts=parent["ts"], message=card,
+                                     response_url=app.fake.response_url(response_id))
+            status, _, _ = app.post(body)
+            assert status == 200
+            app.work()
+            assert "not pressed on the card taubot offered it on" in ephemeral(app, response_id)
+        assert not app.fake.messages(PLATFORM_CHANNEL)
+        assert app.fake.message(CHANNEL, card["ts"]) == card
+        assert len(app.fake.thread(CHANNEL, parent["ts"])) == 1
+        assert audit_lines(app) == []
+        assert not emu.requests_to("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")

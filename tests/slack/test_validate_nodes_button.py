@@ -73,8 +73,9 @@ def kubelet(emu: KubeEmulator, kind: str, obj: dict[str, Any]) -> None:
 
 
 def the_card(app: SlackApp) -> dict[str, Any]:
+    """The card's postMessage parameters, with the ts Slack answered (where its button is)."""
     [card] = [c for c in app.fake.calls_to("chat.postMessage") if c.params.get("thread_ts")]
-    return card.params
+    return {**card.params, "ts": card.response["ts"]}
 
 
 def buttons(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -82,11 +83,13 @@ def buttons(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["action_id"]: e for b in blocks if b["type"] == "actions" for e in b["elements"]}
 
 
-def press(app: SlackApp, card: dict[str, Any], user: str, response_id: str) -> None:
+def press(app: SlackApp, card: dict[str, Any], user: str, response_id: str, *, channel: str = CHANNEL,
+          message_ts: str | None = None) -> None:
+    """Press the card's button as Slack would (on the card's own message unless told otherwise)."""
     button = buttons(card)[VALIDATE_NODES_ACTION]
-    body = block_action_body(VALIDATE_NODES_ACTION, button["value"], user_id=user, channel_id=CHANNEL,
-                             message_ts="1.0", thread_ts=card["thread_ts"], message={"blocks": []},
-                             response_url=app.fake.response_url(response_id))
+    body = block_action_body(VALIDATE_NODES_ACTION, button["value"], user_id=user, channel_id=channel,
+                             message_ts=message_ts or card["ts"], thread_ts=card["thread_ts"],
+                             message={"blocks": []}, response_url=app.fake.response_url(response_id))
     status, _, seconds = app.post(body)
     assert status == 200 and seconds < 3
     app.work()
@@ -142,6 +145,8 @@ def test_a_presser_without_the_rbac_gets_a_refusal_and_no_pod(app: SlackApp) -> 
         result = card_text(app.fake.thread(CHANNEL, card["thread_ts"])[-1]["blocks"])
         assert "refused: permission denied (create pods) in namespace taugrid-validation" in result
         assert "no pod was created" in result
+        press(app, card, BOB, "r-bob")  # a refused press did not spend the offer
+        assert len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")]) == 2
 
 
 def test_a_tampered_button_value_is_refused_before_the_queue(app: SlackApp) -> None:
@@ -156,3 +161,33 @@ def test_a_tampered_button_value_is_refused_before_the_queue(app: SlackApp) -> N
         assert len(app.queue.job_ids) == queued
         [reply] = app.fake.wait_for_responses("r-forged")
         assert "taubot did not issue this button, so nothing was validated" in reply["text"]
+
+
+def test_an_offer_is_single_use_and_counts_only_on_its_own_card(app: SlackApp) -> None:
+    """Issue 26.6: a press replayed, from another channel or on another message creates no pod;
+    each is told why, privately."""
+    with cluster(app) as emu:
+        app.command(f"status {RUN_NAME}")
+        app.work()
+        card = the_card(app)
+
+        def creates() -> int:
+            return len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")])
+
+        press(app, card, BOB, "r-other-channel", channel="C0OTHERCH")
+        press(app, card, BOB, "r-other-message", message_ts="1764464220.000100")
+        assert creates() == 0
+        for response_id in ("r-other-channel", "r-other-message"):
+            [reply] = app.fake.wait_for_responses(response_id)
+            assert "not pressed on the card taubot offered it on" in reply["text"]
+        press(app, card, BOB, "r-first")
+        assert creates() == 2
+        press(app, card, BOB, "r-replay")
+        press(app, card, ALICE, "r-second")
+        assert creates() == 2  # neither the replay nor a second presser created any
+        for response_id in ("r-replay", "r-second"):
+            [reply] = app.fake.wait_for_responses(response_id)
+            assert f"already validated from this card (pressed by <@{BOB}>)" in reply["text"]
+        results = [m for m in app.fake.thread(CHANNEL, card["thread_ts"])
+                   if "Cluster validation" in card_text(m.get("blocks") or [])]
+        assert len(results) == 1

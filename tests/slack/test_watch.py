@@ -433,3 +433,22 @@ def test_a_tick_whose_slot_is_past_its_next_tick_does_not_wait_and_the_next_tick
         [update] = updates(app)
         assert update.params["ts"] == ts
         assert "✅ *Kueue admission*" in card_text(app.fake.message(CHANNEL, ts)["blocks"])
+
+
+def test_stop_pressed_from_another_channel_or_message_stops_nothing(app: SlackApp) -> None:
+    """Issue 26.6: the Stop button's value names the watch; a press naming it from another
+    channel or on another message is refused, even by the requester, and the watch goes on."""
+    with cluster(app, pending()):
+        start_watch(app)
+        ts, message = card(app)
+        for response_id, channel, pressed in (("a", "C0OTHERCH", ts), ("b", CHANNEL, parent_ts(app))):
+            body = block_action_body(STOP_WATCHING_ACTION, watch_id(CHANNEL, RUN), user_id=ALICE,
+                                     channel_id=channel, message_ts=pressed, thread_ts=parent_ts(app),
+                                     message=message, response_url=app.fake.response_url(response_id))
+            assert app.post(body)[0] == 200
+            app.work()
+        refusals = [c.params for c in app.fake.calls_to("chat.postEphemeral")]
+        assert [r["channel"] for r in refusals] == ["C0OTHERCH", CHANNEL]
+        assert all("not pressed on the card taubot offered it on" in r["text"] for r in refusals)
+        assert len(scheduled(app)) == 1 and has_stop_button(card(app)[1])
+        assert not [r for r in replies(app) if "stopped watching" in r]

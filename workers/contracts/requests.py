@@ -86,6 +86,7 @@ class EscalateRequest(BaseModel):
     response_url: str | None = None
     channel: str | None = None
     message_ts: str | None = None
+    thread_ts: str | None = None
     pressed_at: datetime
 
     def display(self) -> str:
@@ -106,6 +107,8 @@ class RecordPressRequest(BaseModel):
     identity: Identity
     response_url: str | None = None
     channel: str | None = None
+    message_ts: str | None = None  # where the press was: checked against where the button was offered
+    thread_ts: str | None = None
 
     def display(self) -> str:
         return f"{self.verb} {self.record_id}"
@@ -138,6 +141,7 @@ class StopRequest(BaseModel):
     channel: str
     identity: Identity | None = None
     response_url: str | None = None
+    message_ts: str | None = None  # the card pressed on: only the watch's own card stops it
 
     def display(self) -> str:
         return f"stop {self.watch}"

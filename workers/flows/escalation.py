@@ -66,6 +66,8 @@ from workers.settings import Settings
 from workers.surfaces.base import Failed
 from workers.workspaces import OwnerRoute, Resolved
 
+from .presses import NOT_HERE, offered_here
+
 if TYPE_CHECKING:
     from workers.diagnosis.live import LiveResult
     from workers.services import Services
@@ -371,6 +373,10 @@ def run_escalation(request: EscalateRequest, services: Services, *, now: datetim
         return _refuse(services, request, "expired",
                        "⌛ This card's diagnosis has expired, so taubot will not escalate from it. "
                        "Run `/tau status` again for a fresh card.")
+    if not offered_here(channel=record.channel, card_ts=record.card_ts, thread_ts=record.thread_ts,
+                        press_channel=request.channel, press_ts=request.message_ts,
+                        press_thread=request.thread_ts):
+        return _refuse(services, request, "elsewhere", NOT_HERE.format(verb="escalated"))
     resolution = services.registry.resolve(workspace=record.workspace)
     if not isinstance(resolution, Resolved):
         return _refuse(services, request, "workspace",

@@ -4,6 +4,7 @@ The card says who muted and until when.
 
 The presser must pass the same access review as Escalate (`get` the run as
 themselves, impersonated): muting a team's alerts is an action on its behalf.
+The press must be on the auto-post the button was offered on (`presses.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from workers.render.mrkdwn import code
 from workers.services import Services
 from workers.workspaces import Resolved
 
+from .presses import NOT_HERE, offered_here
+
 
 def run_mute(services: Services, request: MuteRequest, *, now: datetime) -> str:
     raw = services.redis.get(f"{PREFIX}mute-record:{request.record_id}")
@@ -26,6 +29,10 @@ def run_mute(services: Services, request: MuteRequest, *, now: datetime) -> str:
         _tell(services, request, "⌛ This post is too old to mute from; nothing changed.")
         return "expired"
     record = MuteRecord.model_validate_json(raw)
+    if not offered_here(channel=record.channel, card_ts=record.ts, thread_ts=None,
+                        press_channel=request.channel, press_ts=request.message_ts):
+        _tell(services, request, NOT_HERE.format(verb="muted"))
+        return "elsewhere"
     resolution = services.registry.resolve(workspace=record.workspace)
     if not isinstance(resolution, Resolved):
         _tell(services, request, "⛔ That workspace is no longer configured; nothing changed.")

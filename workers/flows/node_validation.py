@@ -9,7 +9,11 @@ again, and a channel member without that RBAC gets a refusal card and no pod.
 
 The offer (workspace, the run's nodes, where the card is) is kept in Redis
 under a random id; the button carries only that id, signed, so a press can
-never name other nodes than the diagnosis found.
+never name other nodes than the diagnosis found. A press counts only on that
+card (`presses.py`), and an offer is single-use: the first press that may
+create the pods claims it (SET NX), and a replay or a second press creates
+none. A presser the cluster refuses does not spend it (their pods would be
+refused anyway), so a channel member without the RBAC cannot use it up.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 
 import redis
@@ -38,6 +43,8 @@ from workers.services import Services
 from workers.surfaces.base import Failed
 from workers.workspaces import Resolved
 
+from .presses import NOT_HERE, offered_here
+
 log = logging.getLogger(__name__)
 
 OFFER_PREFIX = "taubot:validate-offer:"
@@ -55,6 +62,26 @@ class ValidationOffer(BaseModel):
     channel: str
     thread_ts: str
     offered_at: datetime
+    card_ts: str | None = None  # known once the card is posted (`ValidationButton.attach`)
+
+
+@dataclass
+class ValidationButton:
+    """The button of a stored offer; `attach` records the card it went out on."""
+
+    button: CardButton
+    offer_id: str
+    conn: redis.Redis
+
+    def attach(self, card_ts: str) -> None:
+        key = OFFER_PREFIX + self.offer_id
+        try:
+            raw = self.conn.get(key)
+            if raw is not None:
+                offer = ValidationOffer.model_validate_json(raw).model_copy(update={"card_ts": card_ts})
+                self.conn.set(key, offer.model_dump_json(), xx=True, keepttl=True)
+        except redis.RedisError as exc:  # the press is then checked against the card's thread
+            log.warning("validate-nodes: could not record the card of offer %s: %s", self.offer_id, exc)
 
 
 def run_nodes(live: LiveResult) -> list[str]:
@@ -77,7 +104,7 @@ async def _may_create_pods(services: Services, target: object, identity: Identit
 
 
 def offer_node_validation(services: Services, live: LiveResult, *, identity: Identity, channel: str,
-                          thread_ts: str | None, now: datetime) -> CardButton | None:
+                          thread_ts: str | None, now: datetime) -> ValidationButton | None:
     """The button for a layer-6 answer, or None (another layer, no thread, no signing key, no
     nodes, the requester may not create the pods, or the access review or Redis failed)."""
     key = services.settings.button_key()
@@ -104,7 +131,8 @@ def offer_node_validation(services: Services, live: LiveResult, *, identity: Ide
         log.warning("validate-nodes offer not stored: %s", exc)
         return None
     label = "🩺 Validate this node" if len(nodes) == 1 else f"🩺 Validate these {len(nodes)} nodes"
-    return CardButton(action_id=VALIDATE_NODES_ACTION, text=label, value=sign_id(key, offer_id))
+    button = CardButton(action_id=VALIDATE_NODES_ACTION, text=label, value=sign_id(key, offer_id))
+    return ValidationButton(button=button, offer_id=offer_id, conn=services.redis)
 
 
 def run_validate_press(services: Services, request: ValidateNodesRequest) -> dict[str, object]:
@@ -116,6 +144,15 @@ def run_validate_press(services: Services, request: ValidateNodesRequest) -> dic
             services.surface.respond(request.response_url, EXPIRED.format(days=days), [])
         return {"ok": False, "expired": True}
     offer = ValidationOffer.model_validate_json(raw)
+    if not offered_here(channel=offer.channel, card_ts=offer.card_ts, thread_ts=offer.thread_ts,
+                        press_channel=request.channel, press_ts=request.message_ts,
+                        press_thread=request.thread_ts):
+        _tell(services, request, NOT_HERE.format(verb="validated"))
+        return {"ok": False, "elsewhere": True}
+    claimed = _claim(services, request, offer)
+    if claimed is not None:
+        _tell(services, request, claimed)
+        return {"ok": False, "used": True}
     settings = services.settings
     selector = selector_for(offer.nodes)
     report = asyncio.run(validate_nodes(
@@ -133,9 +170,40 @@ def run_validate_press(services: Services, request: ValidateNodesRequest) -> dic
     return {"ok": report.ok, "card_ts": None if isinstance(posted, Failed) else posted.ts}
 
 
+def _claim(services: Services, request: ValidateNodesRequest, offer: ValidationOffer) -> str | None:
+    """Spend the offer for this press; None when claimed, else why not (one line to show).
+
+    Not spent by a presser the cluster says may not create the pods: the pods would be
+    refused, and the refusal card tells them so."""
+    resolution = services.registry.resolve(workspace=offer.workspace)
+    if isinstance(resolution, Resolved):
+        try:
+            target = resolution.descriptor.cluster_target()
+            allowed: bool | None = asyncio.run(_may_create_pods(services, target, request.identity))
+        except Exception as exc:  # noqa: BLE001 - unknown: the offer is spent, as if allowed
+            log.info("validate-nodes review failed for %s: %r", request.identity.user, exc)
+            allowed = None
+        if allowed is False:
+            return None
+    key = f"{OFFER_PREFIX}{request.record_id}:used"
+    if services.redis.set(key, request.user, nx=True, ex=services.settings.diagnosis_ttl_seconds):
+        return None
+    by = services.redis.get(key)
+    who = f"<@{by.decode() if isinstance(by, bytes) else by}>" if by else "someone"
+    return (f"⏹️ These nodes were already validated from this card (pressed by {who}); nothing was "
+            "created again. Run `/tau status` again for a fresh card.")
+
+
+def _tell(services: Services, request: ValidateNodesRequest, text: str) -> None:
+    if request.response_url:
+        services.surface.respond(request.response_url, text, [])
+    elif request.channel:
+        services.surface.ephemeral(request.channel, request.user, text)
+
+
 def posted_text(summary: str) -> str:
     return f"Node validation: {escape(summary, 1000)} (the card could not be posted in the thread)."
 
 
-__all__ = ["OFFER_PREFIX", "ValidationOffer", "offer_node_validation", "run_nodes", "run_validate_press",
-           "selector_for"]
+__all__ = ["OFFER_PREFIX", "ValidationButton", "ValidationOffer", "offer_node_validation", "run_nodes",
+           "run_validate_press", "selector_for"]

@@ -160,7 +160,8 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
     context = build_phase_card(
         diagnosis, workspace=live.workspace, operator_hints_allowed=operator_ok,
         run_profile=request.command.run_profile, diagnosed_at=now, requests=live.requests,
-        profile=live.profile, escalate_button=offer.button if offer else None, validate_button=validate,
+        profile=live.profile, escalate_button=offer.button if offer else None,
+        validate_button=validate.button if validate else None,
     )
     gap = handoff_gap(services, live) if offer is None else None
     if gap is not None:
@@ -168,6 +169,8 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
     posted = deliver(services, request, parent_ts, context, job)
     if offer is not None and posted is not None:
         offer.attach(posted.ts)
+    if validate is not None and posted is not None:
+        validate.attach(posted.ts)
     return StatusOutcome(parent_ts, posted.ts if posted else None, diagnosis.first_incomplete,
                          diagnosis.layer, live.requests)
 

@@ -61,6 +61,7 @@ from .escalation import (
     offer_escalation,
     wants_handoff,
 )
+from .presses import NOT_HERE, offered_here
 from .status import StatusOutcome, deliver, diagnose_for_card, ensure_parent
 
 if TYPE_CHECKING:
@@ -623,6 +624,10 @@ def run_stop(services: Services, stop: StopRequest, *, now: datetime) -> str:
         if state is None or state.stopped is not None:
             services.surface.ephemeral(stop.channel, stop.user, "This watch has already stopped.")
             return "already stopped"
+        if not offered_here(channel=state.request.channel, card_ts=state.card_ts, thread_ts=state.parent_ts,
+                            press_channel=stop.channel, press_ts=stop.message_ts):
+            services.surface.ephemeral(stop.channel, stop.user, NOT_HERE.format(verb="stopped"))
+            return "elsewhere"
         allowed = stop.user in state.watchers
         if not allowed and stop.identity is not None:
             allowed = asyncio.run(may_read_run(services, state, stop.identity))
