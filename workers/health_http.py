@@ -74,8 +74,11 @@ class _Quiet(WSGIRequestHandler):
 
 
 def serve_in_background(port: int, *, ready: Ready | None = None, collectors: list[Any] | None = None,
-                        host: str = "0.0.0.0") -> WSGIServer:
-    """Serve the three paths on a daemon thread; returns the server (``server_port`` when 0)."""
+                        host: str = "127.0.0.1") -> WSGIServer:
+    """Serve the three paths on a daemon thread; returns the server (``server_port`` when 0).
+
+    Loopback unless told (`TAUBOT_METRICS_HOST`): the metrics name runs, namespaces and channels,
+    so they are not offered to whatever can reach the pod's IP unless the operator says so."""
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         answered = route(environ, start_response, ready=ready, collectors=collectors)
         if answered is not None:

@@ -196,6 +196,11 @@ class Settings(BaseSettings):
     mute_hours: int = Field(default=24, gt=0)
     metrics_port: int = Field(default=9100, ge=0, le=65535,
                               description="/healthz, /readyz, /metrics of worker and monitor; 0: off")
+    metrics_host: str = Field(
+        default="127.0.0.1", min_length=1, pattern=r"^[A-Za-z0-9.:-]+$",
+        description="Address the worker's and the monitor's /healthz, /readyz and /metrics listen on: "
+                    "loopback unless set (the chart sets 0.0.0.0 for the kubelet's probes and in-cluster "
+                    "scraping).")
     mlflow_token: SecretStr | None = Field(
         default=None, description="Bearer token for the MLflow tracking server (experiment records)."
     )

@@ -23,8 +23,9 @@ from tests.fakes.kube_api import running_emulator
 from tests.fakes.slack_signing import block_action_body
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.contracts.ids import ESCALATE_ACTION
-from workers.health_http import redis_ready
+from workers.health_http import redis_ready, serve_in_background
 from workers.logsafe import AUDIT, audit, configure
+from workers.settings import load_settings
 
 from .conftest import ALICE, CHANNEL, SlackApp, example_objects, taubot_worker
 from .test_services import free_port
@@ -76,6 +77,7 @@ def test_a_forking_worker_serves_its_horses_metrics(slack_app: SlackApp, monkeyp
                                                     tmp_path) -> None:
     port = free_port()
     monkeypatch.setenv("TAUBOT_METRICS_PORT", str(port))
+    monkeypatch.setenv("TAUBOT_METRICS_HOST", "127.0.0.2")  # another loopback address: the setting is read
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     with running_emulator([*workspace_objects(), *example_objects("l4-job-waiting-for-quota")]) as emu:
         write_descriptor(slack_app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
@@ -84,14 +86,27 @@ def test_a_forking_worker_serves_its_horses_metrics(slack_app: SlackApp, monkeyp
         with taubot_worker():
             result = Job.fetch(job_id, connection=slack_app.redis).latest_result(timeout=60)
             assert result is not None and result.type == result.Type.SUCCESSFUL
-            samples = scrape(f"http://127.0.0.1:{port}")
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as ready:
+            samples = scrape(f"http://127.0.0.2:{port}")
+            with urllib.request.urlopen(f"http://127.0.0.2:{port}/readyz", timeout=5) as ready:
                 assert ready.status == 200
+            with pytest.raises(urllib.error.URLError):  # only the address it was told
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
         requests = len(emu.requests)
     assert value(samples, "taubot_jobs_total", job="status", outcome="ok") == 1
     assert value(samples, "taubot_job_duration_seconds_count", job="status") == 1
     assert total(samples, "taubot_kube_requests_total") == requests
     assert value(samples, "taubot_active_watches") == 0
+
+
+def test_health_and_metrics_listen_on_loopback_unless_told() -> None:
+    """Issue 26.9: `/metrics` of the worker and the monitor bound 0.0.0.0 by default."""
+    assert load_settings().metrics_host == "127.0.0.1"
+    server = serve_in_background(0)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_readyz_says_why_when_redis_is_down(slack_app: SlackApp) -> None:

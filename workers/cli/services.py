@@ -135,7 +135,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _serve_health(settings: Any, conn: Any, *, watches: bool = False) -> None:
-    """/healthz, /readyz (Redis) and /metrics on ``TAUBOT_METRICS_PORT`` (0: none)."""
+    """/healthz, /readyz (Redis) and /metrics on ``TAUBOT_METRICS_HOST``:``TAUBOT_METRICS_PORT``
+    (port 0: none)."""
     if not settings.metrics_port:
         return
     from workers.health_http import redis_ready, serve_in_background
@@ -147,10 +148,11 @@ def _serve_health(settings: Any, conn: Any, *, watches: bool = False) -> None:
 
         collectors.append(ActiveWatches(lambda: active_watches(conn)))
     try:
-        serve_in_background(settings.metrics_port, ready=redis_ready(conn), collectors=collectors)
+        serve_in_background(settings.metrics_port, ready=redis_ready(conn), collectors=collectors,
+                            host=settings.metrics_host)
     except OSError as exc:
-        raise ServiceConfigError(f"cannot listen on :{settings.metrics_port} for /metrics: "
-                                 f"{exc.strerror or exc}") from None
+        raise ServiceConfigError(f"cannot listen on {settings.metrics_host}:{settings.metrics_port} for "
+                                 f"/metrics: {exc.strerror or exc}") from None
 
 
 @subcommand
