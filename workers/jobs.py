@@ -9,6 +9,13 @@ failures a job cannot catch (the job timeout, an error while importing or
 deserialising), so a command is never silently lost. rq 3 calls it on every
 failed attempt, including those it will retry; it tells the user only when
 no retry is left.
+
+A job whose whole worker died (the pod killed, the node gone) is found by
+another worker's maintenance once its heartbeat expires, and rq calls the
+callback with `AbandonedJobError`. A plain status only reads the cluster and
+replies under the parent it already posted (`flows/status.py` finds it by job
+id), so it is run once more instead of answered with an error card; any other
+job (a watch start, a press, a logs upload) could act twice, and keeps the card.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 
 import redis
 from rq import get_current_job
+from rq.exceptions import AbandonedJobError
 from rq.job import Job
 
 from workers.contracts.requests import (
@@ -37,6 +45,8 @@ from workers.metrics import ESCALATIONS, counted
 from workers.services import current
 
 log = logging.getLogger(__name__)
+
+META_ABANDONED_RERUN = "abandoned_rerun"
 
 
 @counted("status")
@@ -126,6 +136,8 @@ def on_job_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcepti
     callback spends the retries left (rq runs it before deciding, on the same job) and the
     user gets the error card now rather than in four minutes."""
     try:
+        if isinstance(exc_value, AbandonedJobError) and rerun_abandoned_status(job):
+            return
         transient = failure.is_transient(exc_value)
         if not transient:
             job.retries_left = 0
@@ -141,6 +153,22 @@ def on_job_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcepti
         log.exception("job %s: failure callback could not tell the user", job.id)
 
 
+def rerun_abandoned_status(job: Job) -> bool:
+    """Have rq run an abandoned plain status once more (see the module docstring); False for any
+    other job, a watch, or a status already run again once."""
+    request = job.args[0] if job.args else {}
+    if job.func_name != f"{__name__}.status_job" or not isinstance(request, dict):
+        return False
+    meta = job.get_meta(refresh=True)
+    if (request.get("command") or {}).get("watch") or meta.get(META_ABANDONED_RERUN):
+        return False
+    job.meta[META_ABANDONED_RERUN] = True
+    job.save_meta()
+    job.retries_left = max(job.retries_left or 0, 1)  # rq retries it right after this callback
+    log.warning("job %s (%s) was abandoned by a dead worker: running it once more", job.id, job.description)
+    return True
+
+
 def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseException] | None,
                     exc_value: BaseException | None, traceback: TracebackType | None) -> None:
     """The last attempt of a tick failed: the watch ends with the reason on its card."""
@@ -153,6 +181,6 @@ def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
         log.exception("watch tick %s: failure callback could not end the watch", job.id)
 
 
-__all__ = ["cluster_job", "escalate_job", "logs_job", "mute_job", "on_job_failure", "on_tick_failure",
-           "validate_nodes_press_job",
+__all__ = ["META_ABANDONED_RERUN", "cluster_job", "escalate_job", "logs_job", "mute_job", "on_job_failure",
+           "on_tick_failure", "rerun_abandoned_status", "validate_nodes_press_job",
            "status_job", "stop_job", "watch_tick", "workspace_job"]
