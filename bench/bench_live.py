@@ -23,7 +23,7 @@ from bench.synth import RUN_NAME, synthetic_snapshot
 from tests.diagnosis.test_node_health import node
 from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
-from workers.diagnosis.live import diagnose_live
+from workers.collect.investigate import diagnose_live
 from workers.gc_tuning import tune_gc
 from workers.kube.client import Identity
 from workers.workspaces import load_descriptors

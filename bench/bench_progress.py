@@ -14,8 +14,8 @@ import time
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 
+from workers.collect.logs.model import last_lines
 from workers.diagnosis.progress import parse_progress
-from workers.logs.model import last_lines
 
 LINES = 200_000
 

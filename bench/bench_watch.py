@@ -54,9 +54,9 @@ from workers.contracts.commands import StatusCommand
 from workers.contracts.identity import Identity
 from workers.contracts.ids import watch_id as _watch_id
 from workers.contracts.requests import StatusRequest
-from workers.flows.cards import KEY_PREFIX as CARD_PREFIX
 from workers.flows.status import PARENT_KEY
 from workers.flows.watch import load_state, lock_name, owner_key, pending_key, state_key
+from workers.posted_cards import KEY_PREFIX as CARD_PREFIX
 from workers.queue import RqQueue, enqueue_request
 
 TOKEN = "xoxb-bench"

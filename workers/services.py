@@ -21,8 +21,8 @@ import redis
 from rq import Queue
 
 from workers.clock import Clock, SystemClock
-from workers.flows.cards import CardStore
 from workers.kube.client import ClusterTarget, Identity, make_bot_client, make_user_client
+from workers.posted_cards import CardStore
 from workers.queue import JobQueue, RqQueue
 from workers.settings import Settings, load_settings
 from workers.surfaces.base import Surface

@@ -1,7 +1,7 @@
 """What the collector could not read must read as such (SPEC §7): a 403 is "permission denied",
 never "not found" and never an empty answer ("no pods yet").
 
-`ReadGap`s are what workers/diagnosis/live.py builds from the reader's errors (`ReadError.describe()`:
+`ReadGap`s are what workers/collect/investigate.py builds from the reader's errors (`ReadError.describe()`:
 ``permission denied (<verb> <resource>)`` / ``unavailable (<detail>)``). The detail strings are the
 API server's own Status messages (apiserver RBAC authorizer: ``<resource> is forbidden: User "<u>"
 cannot <verb> resource "<r>" in API group "<g>" in the namespace "<ns>"``). Objects: tests/fixtures/k8s.py.
@@ -110,7 +110,7 @@ def test_a_yaml_dump_with_unquoted_timestamps_keeps_its_times() -> None:
     """`kubectl get -o yaml` output pasted without quotes: PyYAML reads timestamps as datetimes."""
     import yaml
 
-    from workers.diagnosis.snapshot import parse_snapshot
+    from workers.collect.dumps import parse_snapshot
 
     j = k8s.job("train", active=1)
     pod = k8s.job_pod(j, node="gpu-node-1", phase="Running", containers=[k8s.running()])

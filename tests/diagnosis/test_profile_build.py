@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 
 from tests.fixtures import k8s
 from tests.fixtures.dcgm import FP64_BLANK, INT64_BLANK_NOT_FOUND, README_SCRAPE, Gpu, scrape
+from workers.collect.dcgm import build_profile
 from workers.diagnosis.profile import (
     CUDA_REASON,
     FINISHED_REASON,
@@ -21,12 +22,9 @@ from workers.diagnosis.profile import (
     GpuProfile,
     Stat,
     Unavailable,
-    build_profile,
-    profile_lines,
-    render_profile_text,
-    utilization_sparkline,
 )
 from workers.kube.reader import ReadError
+from workers.render.profile import profile_lines, render_profile_text, utilization_sparkline
 
 NODE_A, NODE_B = "aks-gpupool-00000000-vmss000000", "aks-gpupool-00000000-vmss000001"
 JOB = k8s.job("train", gpus=2)

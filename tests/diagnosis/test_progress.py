@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from workers.collect.dumps import load_snapshot_file
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import ExperimentEvidence, LogEvidence
 from workers.diagnosis.progress import parse_progress, sparkline
-from workers.diagnosis.snapshot import load_snapshot_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "workers" / "examples"
 NOW = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)

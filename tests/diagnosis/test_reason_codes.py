@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures import k8s
+from workers.collect.investigate import needs_events
 from workers.diagnosis import registry
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.linkage import find_run
-from workers.diagnosis.live import needs_events
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.timeutil import parse_time
 from workers.monitor.stalls import Thresholds, classify

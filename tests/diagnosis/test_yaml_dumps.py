@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workers.diagnosis import snapshot
-from workers.diagnosis.snapshot import SnapshotError, parse_snapshot
+from workers.collect import dumps as snapshot
+from workers.collect.dumps import parse_snapshot
+from workers.diagnosis.snapshot import SnapshotError
 
 
 def fast(text: str) -> list[dict]:
     """What the dump path gives, with the size floor of the fast path at 0 (the examples are small)."""
     out: list[dict] = []
-    snapshot._flatten(snapshot._yaml_documents(text, fast_from=0), out, "test")
+    snapshot.flatten_into(snapshot._yaml_documents(text, fast_from=0), out, "test")
     return out
 
 EXAMPLES = sorted((Path(snapshot.__file__).resolve().parents[1] / "examples").glob("*.json"))
@@ -31,7 +32,7 @@ EXAMPLES = sorted((Path(snapshot.__file__).resolve().parents[1] / "examples").gl
 def pyyaml_objects(text: str) -> list[dict]:
     docs = list(yaml.safe_load_all(text))
     out: list[dict] = []
-    snapshot._flatten(docs, out, "test")
+    snapshot.flatten_into(docs, out, "test")
     return out
 
 

@@ -17,7 +17,7 @@ import yaml
 from tests.fakes.kube_api import KubeEmulator
 from tests.fakes.mlflow_api import running_fake_mlflow
 from tests.fixtures import k8s
-from workers.diagnosis.live import diagnose_live
+from workers.collect.investigate import diagnose_live
 from workers.kube.client import Identity
 from workers.workspaces import load_descriptors
 

@@ -17,7 +17,7 @@ import pytest
 from bench.synth import RUN_NAME, synthetic_snapshot
 from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
-from workers.diagnosis.live import diagnose_live
+from workers.collect.investigate import diagnose_live
 from workers.kube.client import Identity
 from workers.workspaces import load_descriptors
 

@@ -9,7 +9,7 @@ from bench.synth import RUN_NAME, synthetic_snapshot
 from tests.diagnosis.test_node_health import UNREACHABLE, node
 from tests.fakes.kube_api import KubeEmulator
 from tests.live.test_live_diagnosis import ALICE, NOW, run_live
-from workers.diagnosis.live import diagnose_live
+from workers.collect.investigate import diagnose_live
 from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor

@@ -18,9 +18,10 @@ from tests.fakes.kube_api import KubeEmulator, RecordedRequest, running_emulator
 from tests.fixtures import k8s
 from tests.fixtures.dcgm import Gpu, exporter_pod, scrape, taugrid_monitor_pod
 from workers.cli import main
-from workers.diagnosis.live import LiveResult, diagnose_live
-from workers.diagnosis.profile import FINISHED_REASON, Allocation, Devices, Stat, Unavailable, profile_lines
+from workers.collect.investigate import LiveResult, diagnose_live
+from workers.diagnosis.profile import FINISHED_REASON, Allocation, Devices, Stat, Unavailable
 from workers.kube.client import Identity
+from workers.render.profile import profile_lines
 from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor

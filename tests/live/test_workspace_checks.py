@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.fixtures import k8s
-from workers.diagnosis.workspace_checks import check_connection, workspace_status
+from workers.collect.workspace import check_connection, workspace_status
 from workers.kube.client import Identity
 from workers.workspaces import load_descriptors
 

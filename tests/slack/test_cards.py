@@ -162,7 +162,7 @@ def test_unreachable_layers_are_not_shown_as_failures() -> None:
     report = LayerReport(layer=1, workspace="vision", ok=False, summary="API server: unavailable",
                          checks=[Check(name="API server", state="failed", detail="unavailable")],
                          owner="platform", transient=True, next_action="retry")
-    from workers.diagnosis.live import unreachable_diagnosis
+    from workers.collect.investigate import unreachable_diagnosis
 
     d = unreachable_diagnosis("r", "team-vision", report)
     text = card_text(render_phase_card(
@@ -216,7 +216,7 @@ def test_diagnosed_at_footer() -> None:
 
 def test_gpu_profile_on_the_card_shows_observed_values_and_real_zero() -> None:
     from tests.fixtures.dcgm import Gpu, scrape
-    from workers.diagnosis.profile import build_profile
+    from workers.collect.dcgm import build_profile
 
     node = "aks-gpupool-00000000-vmss000000"
     job = k8s.job("train", gpus=2)

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from workers.clock import SystemClock
+from workers.collect.dumps import load_snapshot_file, parse_snapshot
+from workers.collect.logs.model import last_lines
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis, LogEvidence
-from workers.diagnosis.render_text import render_text
-from workers.diagnosis.snapshot import SnapshotError, load_snapshot_file, parse_snapshot
-from workers.logs.model import last_lines
+from workers.diagnosis.snapshot import SnapshotError
+from workers.render.tree_text import render_text
 
 from .errors import UsageError
 from .registry import subcommand

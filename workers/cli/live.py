@@ -16,13 +16,13 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from workers.collect.investigate import diagnose_live as collect_and_evaluate
+from workers.collect.workspace import check_connection, workspace_status
 from workers.diagnosis.checks import LayerReport
-from workers.diagnosis.live import diagnose_live as collect_and_evaluate
 from workers.diagnosis.models import Diagnosis
-from workers.diagnosis.profile import render_profile_text
 from workers.diagnosis.snapshot import as_kube_list
-from workers.diagnosis.workspace_checks import check_connection, workspace_status
 from workers.kube.client import Identity
+from workers.render.profile import render_profile_text
 from workers.workspaces import Registry, load_descriptors
 
 from .errors import UsageError

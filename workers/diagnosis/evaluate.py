@@ -41,7 +41,7 @@ from .recovery import recovery
 from .registry import ANSWER_ORDER, PHASE_NAMES
 from .runtime import DEFAULT_STALL_SECONDS, EVIDENCE, durable_evidence, progress_text, runtime_progress
 from .shapes import sanitize
-from .snapshot import flatten, parse_snapshot
+from .snapshot import flatten
 
 PhaseFn = Callable[[RunContext, dict[str, PhaseResult]], PhaseResult]
 
@@ -68,9 +68,8 @@ ALL_DONE = Finding(
 )
 
 
-def _objects(snapshot: list[dict] | dict | str) -> list[dict]:
-    if isinstance(snapshot, str):
-        return parse_snapshot(snapshot)
+def _objects(snapshot: list[dict] | dict) -> list[dict]:
+    """Decoded objects only: reading text (JSON, YAML) is the collector's (`collect/dumps.py`)."""
     return flatten(snapshot)
 
 
@@ -149,7 +148,7 @@ def _absent(nodes: dict[str, dict], ctx: RunContext) -> dict[str, str]:
 
 
 def evaluate(
-    snapshot: list[dict] | dict | str,
+    snapshot: list[dict] | dict,
     run: str,
     now: datetime,
     namespace: str | None = None,

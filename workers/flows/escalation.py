@@ -69,7 +69,7 @@ from workers.workspaces import OwnerRoute, Resolved
 from .presses import NOT_HERE, offered_here
 
 if TYPE_CHECKING:
-    from workers.diagnosis.live import LiveResult
+    from workers.collect.investigate import LiveResult
     from workers.services import Services
 
 log = logging.getLogger(__name__)

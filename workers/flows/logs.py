@@ -1,7 +1,7 @@
 """`/tau logs <run>`: the run's log in a thread — a card with the last lines, the tail as a file.
 
 The log is read under the user's identity (and ADX only after their access
-review, `workers/logs/sources.py`). The card quotes at most ~20 lines,
+review, `workers/collect/logs/sources.py`). The card quotes at most ~20 lines,
 escaped inside a code block they cannot close; the whole tail goes to the
 thread as a text file, which Slack shows as a snippet and never parses as
 mrkdwn, so nothing in it can mention anyone.
@@ -18,9 +18,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from workers.collect.logs.model import LogsResult
+from workers.collect.logs.sources import logs_live
 from workers.contracts.requests import LogsRequest
-from workers.logs.model import LogsResult
-from workers.logs.sources import logs_live
 from workers.redaction import clean, redact_lines
 from workers.render.cards import build_logs_card
 from workers.services import Services

@@ -28,11 +28,11 @@ import redis
 from pydantic import BaseModel, ConfigDict
 
 from workers.cluster_validate import validate_nodes
+from workers.collect.investigate import LiveResult
 from workers.contracts.identity import Identity
 from workers.contracts.ids import VALIDATE_NODES_ACTION
 from workers.contracts.requests import ValidateNodesRequest
 from workers.contracts.signing import sign_id
-from workers.diagnosis.live import LiveResult
 from workers.diagnosis.podfacts import is_terminal
 from workers.kube.client import make_user_client
 from workers.kube.reader import KubeReader

@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from workers.collect.investigate import LiveResult, diagnose_live
+from workers.collect.workspace import check_connection, workspace_status
 from workers.contracts.commands import WorkspaceStatusCommand
 from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceRequest
-from workers.diagnosis.live import LiveResult, diagnose_live
-from workers.diagnosis.workspace_checks import check_connection, workspace_status
 from workers.operator_access import may_see_operator_hints
+from workers.posted_cards import PostedCard, render
 from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card
 from workers.render.mrkdwn import code
 from workers.services import Services
 from workers.surfaces.base import Failed
 from workers.workspaces import Resolved
 
-from .cards import PostedCard, render
 from .escalation import handoff_gap, offer_escalation
 from .node_validation import offer_node_validation
 

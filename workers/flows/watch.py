@@ -42,12 +42,13 @@ from workers.contracts.requests import StatusRequest, StopRequest
 from workers.diagnosis.linkage import find_run
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.phases.common import RunContext
-from workers.diagnosis.profile import GpuProfile, utilization_sparkline
+from workers.diagnosis.profile import GpuProfile
 from workers.kube.reader import KubeReader
 from workers.metrics import TICK_LAG
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import PhaseCardContext, build_phase_card
 from workers.render.mrkdwn import code, escape
+from workers.render.profile import utilization_sparkline
 from workers.services import Services
 from workers.surfaces.base import Failed
 from workers.workspaces import Resolved
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     from redis.client import Pipeline
     from rq.job import Job
 
-    from workers.diagnosis.live import LiveResult
+    from workers.collect.investigate import LiveResult
 
 log = logging.getLogger(__name__)
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers import metrics
+from workers.collect.investigate import LiveResult
+from workers.collect.logs.sources import log_evidence
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.linkage import find_run
-from workers.diagnosis.live import LiveResult
 from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.runtime import main_started
 from workers.kube.reader import KubeReader
-from workers.logs.sources import log_evidence
 from workers.services import Services
 from workers.workspaces import WorkspaceConnection
 

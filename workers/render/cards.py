@@ -35,9 +35,10 @@ from slack_sdk.models.blocks import Block
 
 from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.models import Diagnosis, PhaseState
-from workers.diagnosis.profile import GpuProfile, profile_lines
+from workers.diagnosis.profile import GpuProfile
 from workers.diagnosis.progress import sparkline
 from workers.diagnosis.registry import LAYER_CHECKS
+from workers.render.profile import profile_lines
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
 from .mrkdwn import code, code_block, escape, plain, slack_len, truncate

@@ -28,8 +28,8 @@ import asyncio
 import copy
 from typing import Any
 
+from workers.collect.workspace import readiness_report, tauworkspace_path
 from workers.contracts.identity import Identity
-from workers.diagnosis.workspace_checks import readiness_report, tauworkspace_path
 from workers.kube.client import make_user_client
 from workers.kube.reader import DryRunAnswer, KubeReader, ReadError, resource_path
 from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection

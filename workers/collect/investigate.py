@@ -13,7 +13,7 @@ Layers 1–2 come first: when the descriptor does not resolve, the cluster does
 not answer, or the TauWorkspace is not Ready, that is the answer and the ten
 phases are reported as unreachable, not failed.
 
-`--run-profile` adds its own bounded reads after the status (workers/diagnosis/profile.py),
+`--run-profile` adds its own bounded reads after the status (workers/collect/dcgm.py),
 in the same client session; without it nothing here changes.
 """
 
@@ -29,18 +29,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from workers.experiments import experiment_record
-from workers.kube.client import Identity, make_user_client
-from workers.kube.reader import KubeReader, ReadError, resource_path
-from workers.logs.sources import log_evidence
-from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
-
-from .checks import LayerReport
-from .evaluate import evaluate
-from .gaps import ReadGap
-from .layers import layer_info
-from .linkage import RunObjects, find_run
-from .models import (
+from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
+from workers.collect.experiments import experiment_record
+from workers.collect.logs.sources import log_evidence
+from workers.collect.workspace import (
+    readiness_report,
+    resolution_report,
+    tauworkspace_path,
+    unreachable_report,
+)
+from workers.diagnosis.checks import LayerReport
+from workers.diagnosis.evaluate import evaluate
+from workers.diagnosis.gaps import ReadGap
+from workers.diagnosis.layers import layer_info
+from workers.diagnosis.linkage import RunObjects, find_run
+from workers.diagnosis.models import (
     Diagnosis,
     ExperimentEvidence,
     Finding,
@@ -49,13 +52,15 @@ from .models import (
     PhaseState,
     RunRef,
 )
-from .phases import container_start, dra, image_pull, init_containers, ready, scheduling
-from .phases.common import RunContext
-from .podfacts import is_terminal
-from .profile import DEFAULT_EXPORTER_NAMESPACES, GpuProfile, collect_profile, unavailable_profile
-from .registry import LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER
-from .runtime import DEFAULT_STALL_SECONDS, main_started
-from .workspace_checks import readiness_report, resolution_report, tauworkspace_path, unreachable_report
+from workers.diagnosis.phases import container_start, dra, image_pull, init_containers, ready, scheduling
+from workers.diagnosis.phases.common import RunContext
+from workers.diagnosis.podfacts import is_terminal
+from workers.diagnosis.profile import GpuProfile, unavailable_profile
+from workers.diagnosis.registry import LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER
+from workers.diagnosis.runtime import DEFAULT_STALL_SECONDS, main_started
+from workers.kube.client import Identity, make_user_client
+from workers.kube.reader import KubeReader, ReadError, resource_path
+from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 
 PAGE_SIZE = 2000
 EVENT_PODS = 2

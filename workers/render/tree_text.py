@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import Diagnosis, PhaseState
+from workers.diagnosis.models import Diagnosis, PhaseState
 
 SYMBOLS: dict[PhaseState, str] = {
     PhaseState.DONE: "✔",
