@@ -21,8 +21,9 @@ import logging
 
 import redis
 
-from workers.kube.client import ClusterTarget, Identity, make_user_client
-from workers.kube.reader import KubeReader, ReadError
+from workers.collect.access import review
+from workers.kube.client import ClusterTarget, Identity, KubeClients
+from workers.kube.reader import ReadError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ async def may_see_operator_hints(
     target: ClusterTarget,
     identity: Identity,
     *,
+    kube: KubeClients,
     scope: str,
     cache: redis.Redis | None,
     timeout: float = 10.0,
@@ -56,9 +58,7 @@ async def may_see_operator_hints(
             cached = None
         if cached is not None:
             return cached == b"1"
-    api = await make_user_client(target, identity)
-    async with api:
-        allowed = await KubeReader(api, timeout).access_review(**OPERATOR_REVIEW)
+    allowed = await review(kube, target, identity, **OPERATOR_REVIEW, timeout=timeout)
     if isinstance(allowed, ReadError):
         log.info("operator access review failed for %s: %s", identity.user, allowed.describe())
         return False

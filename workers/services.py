@@ -21,7 +21,7 @@ import redis
 from rq import Queue
 
 from workers.clock import Clock, SystemClock
-from workers.kube.client import ClusterTarget, Identity, make_bot_client, make_user_client
+from workers.kube.client import KubeClients
 from workers.posted_cards import CardStore
 from workers.queue import JobQueue, RqQueue
 from workers.settings import Settings, load_settings
@@ -64,16 +64,6 @@ class DescriptorSource:
                 self._registry = load_descriptors(self.directory)
                 self._signature = signature
             return self._registry
-
-
-class KubeClients:
-    """Kubernetes clients: as a user (impersonated, for every user-initiated call) or as the bot."""
-
-    async def user(self, target: ClusterTarget, identity: Identity) -> Any:
-        return await make_user_client(target, identity)
-
-    async def bot(self, target: ClusterTarget) -> Any:
-        return await make_bot_client(target)
 
 
 @dataclass

@@ -18,7 +18,8 @@ from tests.fakes.kube_api import KubeEmulator, RecordedRequest, running_emulator
 from tests.fixtures import k8s
 from tests.fixtures.dcgm import Gpu, exporter_pod, scrape, taugrid_monitor_pod
 from workers.cli import main
-from workers.collect.investigate import LiveResult, diagnose_live
+from workers.collect.investigate import diagnose_live
+from workers.collect.report import RunReport
 from workers.diagnosis.profile import FINISHED_REASON, Allocation, Devices, Stat, Unavailable
 from workers.kube.client import Identity
 from workers.render.profile import profile_lines
@@ -49,7 +50,7 @@ def register(emu: KubeEmulator, exporter: dict, body: str, port: int = 9400) -> 
 
 
 async def live(objects: list[dict], tmp_path: Path, run: str, *, setup: Any = None, profile: bool = True,
-               ) -> tuple[LiveResult, list[RecordedRequest]]:
+               ) -> tuple[RunReport, list[RecordedRequest]]:
     async with KubeEmulator(objects) as emu:
         if setup:
             setup(emu)

@@ -9,7 +9,7 @@ from bot.commands import STILL_WORKING, TauCommands
 from bot.identity import Unmapped
 from tests.fakes.kube_api import KubeEmulator
 from workers.contracts.commands import Command
-from workers.kube.client import ClusterTarget, Identity
+from workers.kube.client import ClusterTarget, Identity, KubeClients
 from workers.operator_access import cache_key, may_see_operator_hints
 
 ALICE = Identity(user="alice@example.com", groups=("team-vision",))
@@ -104,16 +104,16 @@ async def test_operator_hints_need_cluster_wide_workload_access(redis_url: str) 
     async with KubeEmulator([]) as emu:
         target = ClusterTarget(server=emu.base_url)
         emu.forbid("list", "workloads", group="team-vision")
-        assert await may_see_operator_hints(target, ALICE, scope="vision", cache=cache) is False
+        assert await may_see_operator_hints(target, ALICE, scope="vision", cache=cache, kube=KubeClients()) is False
         [review] = [r for r in emu.requests if r.path.endswith("selfsubjectaccessreviews")]
         assert review.header_values("Impersonate-User") == ["alice@example.com"]
         assert review.header_values("Impersonate-Group") == ["team-vision"]
         assert cache.get(cache_key("vision", ALICE)) == b"0"
 
         operator = Identity(user="bob@example.com", groups=("platform-ops",))
-        assert await may_see_operator_hints(target, operator, scope="vision", cache=cache) is True
+        assert await may_see_operator_hints(target, operator, scope="vision", cache=cache, kube=KubeClients()) is True
         emu.clear_requests()
-        assert await may_see_operator_hints(target, operator, scope="vision", cache=cache) is True
+        assert await may_see_operator_hints(target, operator, scope="vision", cache=cache, kube=KubeClients()) is True
         assert emu.requests == []  # answered from the Redis cache
     cache.close()
 
@@ -125,6 +125,6 @@ async def test_failed_review_hides_hints_and_is_not_cached(redis_url: str) -> No
     async with KubeEmulator([]) as emu:
         emu.forbid("create", "selfsubjectaccessreviews")
         target = ClusterTarget(server=emu.base_url)
-        assert await may_see_operator_hints(target, ALICE, scope="vision", cache=cache) is False
+        assert await may_see_operator_hints(target, ALICE, scope="vision", cache=cache, kube=KubeClients()) is False
         assert cache.get(cache_key("vision", ALICE)) is None
     cache.close()

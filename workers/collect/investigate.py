@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
 from workers.collect.experiments import experiment_record
 from workers.collect.logs.sources import log_evidence
+from workers.collect.report import RunReport
 from workers.collect.workspace import (
     readiness_report,
     resolution_report,
@@ -58,9 +57,9 @@ from workers.diagnosis.podfacts import is_terminal
 from workers.diagnosis.profile import GpuProfile, unavailable_profile
 from workers.diagnosis.registry import LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER
 from workers.diagnosis.runtime import DEFAULT_STALL_SECONDS, main_started
-from workers.kube.client import Identity, make_user_client
+from workers.kube.client import Identity, KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
-from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
+from workers.workspaces import Registry, Resolution, ResolutionFailure, WorkspaceConnection
 
 PAGE_SIZE = 2000
 EVENT_PODS = 2
@@ -75,18 +74,6 @@ POD_JUDGES = {
     ready.NAME: ready.judge_pod,
 }
 
-
-
-class LiveResult(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    diagnosis: Diagnosis
-    workspace: str | None
-    namespace: str | None
-    requests: int
-    objects: list[dict]
-    layer_report: LayerReport | None = None
-    profile: GpuProfile | None = None  # only when asked for (`--run-profile`)
 
 
 def unreachable_diagnosis(run: str, namespace: str | None, report: LayerReport) -> Diagnosis:
@@ -191,10 +178,11 @@ class Collected:
     tauworkspace: dict | ReadError
     diagnosis: Diagnosis | None = None
     alongside: Any = None  # what `alongside` returned, when it ran
+    linked: RunObjects | None = None  # the run's objects, linked once after round 2 (+ round 3's events)
 
 
 async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, tauworkspace: str, *,
-                  alongside: Callable[[list[dict]], Awaitable[Any]] | None = None) -> Collected:
+                  alongside: Callable[[RunObjects], Awaitable[Any]] | None = None) -> Collected:
     """Gather the run's objects in three concurrent rounds; errors become gaps, never silence.
 
     ``alongside`` is started on the objects of round 2 and runs concurrently with round 3 (the
@@ -266,11 +254,12 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
 
     # Round 3, only when the answer depends on them: the events of the few pods that
     # explain the first incomplete phase — together with whatever `alongside` reads.
-    extra = asyncio.ensure_future(alongside(list(objects))) if alongside is not None else None
-    prelim = evaluate(objects, run, now, namespace, gaps)
+    objs = find_run(objects, run, namespace)  # the one linkage of the status
+    extra = asyncio.ensure_future(alongside(objs)) if alongside is not None else None
+    prelim = evaluate(objects, run, now, namespace, gaps, linked=objs)
     if not needs_events(prelim):
-        return Collected(objects, gaps, tw, prelim, await extra if extra is not None else None)
-    explain = explaining_pods(find_run(objects, run, namespace), prelim, now)
+        return Collected(objects, gaps, tw, prelim, await extra if extra is not None else None, objs)
+    explain = explaining_pods(objs, prelim, now)
     events_path = resource_path("", "v1", "events", namespace)
     calls3 = {}
     for i, pod in enumerate(explain):
@@ -282,8 +271,10 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
         for key, got in zip(calls3, await asyncio.gather(*calls3.values()), strict=True):
             keep(key.split(":")[0], got)
     unchanged = (len(objects), len(gaps)) == before
+    if not unchanged:
+        objs = objs.with_events(objects[before[0]:])
     return Collected(objects, gaps, tw, prelim if unchanged else None,
-                     await extra if extra is not None else None)
+                     await extra if extra is not None else None, objs)
 
 
 MAX_NODE_READS = 64  # distinct nodes of the run read; past this, the rest read "not read"
@@ -366,30 +357,39 @@ async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: Run
 
 async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
                         workspace: str | None = None, channel: str | None = None,
-                        timeout: float = 10.0, profile: bool = False, layer7: bool = True,
-                        stall_seconds: int = DEFAULT_STALL_SECONDS,
-                        mlflow_token: str | None = None, nodes_health: bool = True,
-                        exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> LiveResult:
-    """Resolve the workspace, collect under `identity`, evaluate; layers 1–2 first.
-
-    With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same
-    client session and under the same identity; without it the request count
-    is exactly the base status's.
-    """
+                        kube: KubeClients | None = None, **options: Any) -> RunReport:
+    """Resolve the workspace (once), then `investigate` (the CLI's and the tests' entry)."""
     resolution = registry.resolve(workspace=workspace, channel=channel)
+    return await investigate(resolution, kube=kube or KubeClients(), run=run, identity=identity, now=now,
+                             workspace=workspace, **options)
+
+
+async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, identity: Identity,
+                      now: datetime, workspace: str | None = None,
+                      timeout: float = 10.0, profile: bool = False, layer7: bool = True,
+                      stall_seconds: int = DEFAULT_STALL_SECONDS,
+                      mlflow_token: str | None = None, nodes_health: bool = True,
+                      exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> RunReport:
+    """Collect under `identity` in the resolved workspace, evaluate; layers 1–2 first.
+
+    The caller resolved the workspace once (and may use that resolution for its own reviews);
+    the objects are linked once; the answer is one `RunReport` that every later reader uses.
+    With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same client
+    session and under the same identity; without it the request count is exactly the base
+    status's.
+    """
     if isinstance(resolution, ResolutionFailure):
         report = resolution_report(resolution, workspace)
-        return LiveResult(diagnosis=unreachable_diagnosis(run, None, report), workspace=workspace,
+        return RunReport(diagnosis=unreachable_diagnosis(run, None, report), workspace=workspace,
                           namespace=None, requests=0, objects=[], layer_report=report,
                           profile=_layer_profile(report) if profile else None)
     ws = resolution.descriptor
     ns = ws.spec.namespace
-    api = await make_user_client(ws.cluster_target(), identity)
+    api = await kube.user(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
 
-        async def nodes_and_evidence(round2: list[dict]) -> tuple[Any, Any]:
-            objs = find_run(round2, run, ns)
+        async def nodes_and_evidence(objs: RunObjects) -> tuple[Any, Any]:
             none: tuple[Any, Any] = (None, None)
             nodes_call = read_nodes(reader, objs) if nodes_health and objs.pods else _value(none)
             evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout,
@@ -407,8 +407,8 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
             (node_objects, node_gaps), (logs, experiment) = collected.alongside
             objects = [*objects, *(node_objects or [])]
         if ready and profile:
-            gpu_profile = await collect_profile(reader, find_run(objects, run, ns), now=now,
-                                                namespaces=exporter_namespaces)
+            gpu_profile = await collect_profile(reader, collected.linked or find_run(objects, run, ns),
+                                                now=now, namespaces=exporter_namespaces)
     report: LayerReport | None = None
     if isinstance(tw, ReadError):
         report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")
@@ -421,14 +421,15 @@ async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now
     elif (logs is None and experiment is None and not node_gaps and len(objects) == len(collected.objects)
           and not (gpu_profile and gpu_profile.gpu_health)):
         diagnosis = collected.diagnosis or evaluate(objects, run, now, ns, collected.gaps,
-                                                    stall_seconds=stall_seconds)
+                                                    stall_seconds=stall_seconds, linked=collected.linked)
     else:
         diagnosis = evaluate(objects, run, now, ns, collected.gaps, logs=logs, experiment=experiment,
                              stall_seconds=stall_seconds, node_gaps=node_gaps,
-                             dcgm_health=gpu_profile.gpu_health if gpu_profile else None)
-    return LiveResult(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
-                      requests=reader.requests_made, objects=objects, layer_report=report,
-                      profile=gpu_profile)
+                             dcgm_health=gpu_profile.gpu_health if gpu_profile else None,
+                             linked=collected.linked)
+    return RunReport(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
+                     requests=reader.requests_made, objects=objects, layer_report=report,
+                     profile=gpu_profile, descriptor=ws, linked_objects=collected.linked)
 
 
 def _layer_profile(report: LayerReport) -> GpuProfile:

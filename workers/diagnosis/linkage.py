@@ -11,7 +11,7 @@ dump is ignored, so a whole-namespace dump is a fine input.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from .timeutil import parse_time
@@ -124,6 +124,35 @@ class RunObjects:
 
     def is_ray_pod(self, pod: dict) -> bool:
         return "ray.io/cluster" in labels(pod)
+
+    def linked_names(self) -> set[tuple[str, str]]:
+        """(kind, name) of every object linked to the run: what its events may name."""
+        names: set[tuple[str, str]] = {(self.kind or "", self.name)} if self.run is not None else set()
+        if self.run is not None:
+            names.add((self.kind or "", meta(self.run).get("name") or self.name))
+        names.update(("Workload", meta(w).get("name") or "") for w in self.workloads)
+        names.update(("Pod", meta(p).get("name") or "") for p in self.pods)
+        names.update(("ResourceClaim", n) for n in self.claims)
+        if self.raycluster_name:
+            names.add(("RayCluster", self.raycluster_name))
+        if self.submitter_job is not None:
+            names.add(("Job", meta(self.submitter_job).get("name") or ""))
+        return names
+
+    def with_events(self, event_objects: list[dict]) -> RunObjects:
+        """A copy with more events linked (those naming the run's objects), without linking the
+        rest again: the collector reads a few pods' events after it linked the run."""
+        wanted = self.linked_names()
+        events = list(self.events)
+        index = {k: list(v) for k, v in self._events_by_name.items()}
+        for obj in event_objects:
+            if (meta(obj).get("namespace") or "") != (self.namespace or ""):
+                continue
+            ev = Event.from_object(obj)
+            if ev is not None and (ev.kind, ev.name) in wanted:
+                index.setdefault((ev.kind, ev.name), []).append(ev)
+                events.append(ev)
+        return replace(self, events=events, _events_by_name=index)
 
 
 def _owned_by(obj: dict, uid: str | None, kind: str, name: str) -> bool:

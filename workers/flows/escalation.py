@@ -52,13 +52,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from workers.collect.access import review
+from workers.collect.report import SUBMITTED_BY_ANNOTATION
 from workers.contracts.identity import Identity
 from workers.contracts.ids import ESCALATE_ACTION, RECORD_ID, SLACK_USER
 from workers.contracts.requests import EscalateRequest
 from workers.contracts.signing import sign_id
-from workers.diagnosis.linkage import find_run
 from workers.diagnosis.models import Diagnosis, Owner
-from workers.kube.reader import KubeReader, ReadError
+from workers.kube.reader import ReadError
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import MAX_HEADER_TEXT, RenderedCard, render_template
 from workers.render.mrkdwn import code, code_block, escape, plain
@@ -69,12 +70,11 @@ from workers.workspaces import OwnerRoute, Resolved
 from .presses import NOT_HERE, offered_here
 
 if TYPE_CHECKING:
-    from workers.collect.investigate import LiveResult
+    from workers.collect.report import RunReport
     from workers.services import Services
 
 log = logging.getLogger(__name__)
 
-SUBMITTED_BY_ANNOTATION = "taugrid.io/submitted-by"
 RECORD_PREFIX = "taubot:diagnosis:"
 CLAIM_PREFIX = "taubot:escalated:"
 # How long an "in progress" claim holds when its worker dies: past the job timeout, so a
@@ -258,17 +258,13 @@ def access_check_for(d: Diagnosis, descriptor_workspace: str) -> AccessCheck | N
     return None
 
 
-def submitter_of(live: LiveResult) -> str | None:
+def submitter_of(live: RunReport) -> str | None:
     """The run's ``taugrid.io/submitted-by`` annotation, as written (validated at press time)."""
-    d = live.diagnosis
-    run = find_run(live.objects, d.run.name, d.run.namespace).run
-    if run is None:
-        return None
-    value = ((run.get("metadata") or {}).get("annotations") or {}).get(SUBMITTED_BY_ANNOTATION)
-    return str(value).strip() if isinstance(value, str) and value.strip() else None
+    value = live.submitter
+    return value.strip() if value and value.strip() else None
 
 
-def handoff_gap(services: Services, live: LiveResult) -> str | None:
+def handoff_gap(services: Services, live: RunReport) -> str | None:
     """Why pressing Escalate could not work, for the card to say instead of showing a dead button:
     no route configured for the owner, or (for the researcher) no submitter to notify."""
     d = live.diagnosis
@@ -279,8 +275,7 @@ def handoff_gap(services: Services, live: LiveResult) -> str | None:
             return (f"This is the researcher's to fix; the run carries no `{SUBMITTED_BY_ANNOTATION}` "
                     "annotation, so taubot cannot tell who submitted it.")
         return None
-    resolution = services.registry.resolve(workspace=live.workspace)
-    routes = resolution.descriptor.spec.owners if isinstance(resolution, Resolved) else {}
+    routes = live.descriptor.spec.owners if live.descriptor is not None else {}
     if d.owner not in routes and d.owner not in services.settings.default_owners:
         return (f"The owner is *{d.owner}*, but no escalation channel is configured for it (descriptor "
                 "`spec.owners` or taubot's default owners): tell them directly.")
@@ -302,7 +297,7 @@ class Offer:
             log.warning("escalation: could not record card ts for %s: %s", self.record_id, exc)
 
 
-def offer_escalation(services: Services, live: LiveResult, *, channel: str, thread_ts: str | None,
+def offer_escalation(services: Services, live: RunReport, *, channel: str, thread_ts: str | None,
                      requested_by: str, now: datetime) -> Offer | None:
     """Store the diagnosis for the card's button and return the button, or None.
 
@@ -315,10 +310,9 @@ def offer_escalation(services: Services, live: LiveResult, *, channel: str, thre
     key = signing_key(services.settings)
     if thread_ts is None or key is None or not live.workspace or not wants_handoff(d):
         return None
-    resolution = services.registry.resolve(workspace=live.workspace)
-    if not isinstance(resolution, Resolved):
+    if live.descriptor is None:
         return None
-    access = access_check_for(d, resolution.descriptor.spec.workspace)
+    access = access_check_for(d, live.descriptor.spec.workspace)
     if access is None or handoff_gap(services, live) is not None:
         return None
     focus = next((p for p in [*d.phases, *d.checks] if p.name == d.first_incomplete), None)
@@ -450,11 +444,8 @@ def run_escalation(request: EscalateRequest, services: Services, *, now: datetim
 async def _may_read(services: Services, target: Any, identity: Identity, access: AccessCheck,
                     timeout: float) -> bool | str:
     """True/False from the clicker's SelfSubjectAccessReview, or why it could not be asked."""
-    api = await services.kube.user(target, identity)
-    async with api:
-        answer = await KubeReader(api, timeout).access_review(
-            access.verb, access.resource, access.group, namespace=access.namespace, name=access.name
-        )
+    answer = await review(services.kube, target, identity, access.verb, access.resource, access.group,
+                          namespace=access.namespace, name=access.name, timeout=timeout)
     if isinstance(answer, ReadError):
         return answer.describe()
     return answer

@@ -13,8 +13,8 @@ import asyncio
 import json
 from datetime import datetime, timedelta
 
+from workers.collect.access import review
 from workers.contracts.requests import MuteRequest
-from workers.kube.reader import KubeReader, ReadError
 from workers.monitor.posts import PREFIX, MuteRecord, mute_key
 from workers.render.mrkdwn import code
 from workers.services import Services
@@ -40,13 +40,9 @@ def run_mute(services: Services, request: MuteRequest, *, now: datetime) -> str:
     run, kind = record.runs[0]
     group, resource = ("ray.io", "rayjobs") if kind == "RayJob" else ("batch", "jobs")
 
-    async def review() -> bool | ReadError:
-        api = await services.kube.user(resolution.descriptor.cluster_target(), request.identity)
-        async with api:
-            return await KubeReader(api, services.settings.kube_request_timeout_seconds).access_review(
-                "get", resource, group, namespace=record.namespace, name=run)
-
-    allowed = asyncio.run(review())
+    allowed = asyncio.run(review(services.kube, resolution.descriptor.cluster_target(), request.identity,
+                                 "get", resource, group, namespace=record.namespace, name=run,
+                                 timeout=services.settings.kube_request_timeout_seconds))
     if allowed is not True:
         _tell(services, request,
               f"⛔ Your Kubernetes identity may not read {code(run, 80)}, so taubot did not mute it.")

@@ -28,14 +28,14 @@ import redis
 from pydantic import BaseModel, ConfigDict
 
 from workers.cluster_validate import validate_nodes
-from workers.collect.investigate import LiveResult
+from workers.collect.access import permits
+from workers.collect.report import RunReport
 from workers.contracts.identity import Identity
 from workers.contracts.ids import VALIDATE_NODES_ACTION
 from workers.contracts.requests import ValidateNodesRequest
 from workers.contracts.signing import sign_id
 from workers.diagnosis.podfacts import is_terminal
-from workers.kube.client import make_user_client
-from workers.kube.reader import KubeReader
+from workers.kube.client import ClusterTarget
 from workers.render.buttons import CardButton
 from workers.render.cards import build_workspace_card
 from workers.render.mrkdwn import code, escape
@@ -84,10 +84,9 @@ class ValidationButton:
             log.warning("validate-nodes: could not record the card of offer %s: %s", self.offer_id, exc)
 
 
-def run_nodes(live: LiveResult) -> list[str]:
+def run_nodes(live: RunReport) -> list[str]:
     """The distinct nodes the run's live pods are bound to, as layer 6 read them."""
-    names = {(p.get("spec") or {}).get("nodeName") for p in live.objects
-             if p.get("kind") == "Pod" and not is_terminal(p)}
+    names = {(p.get("spec") or {}).get("nodeName") for p in live.linked.pods if not is_terminal(p)}
     return sorted(n for n in names if isinstance(n, str) and n)[:MAX_NODES]
 
 
@@ -95,15 +94,13 @@ def selector_for(nodes: list[str]) -> str:
     return f"{HOSTNAME_LABEL} in ({','.join(nodes)})"
 
 
-async def _may_create_pods(services: Services, target: object, identity: Identity) -> bool:
-    api = await make_user_client(target, identity)  # type: ignore[arg-type]
-    async with api:
-        allowed = await KubeReader(api, services.settings.kube_request_timeout_seconds).access_review(
-            "create", "pods", "", namespace=services.settings.validation_namespace)
-    return allowed is True
+async def _may_create_pods(services: Services, target: ClusterTarget, identity: Identity) -> bool:
+    return await permits(services.kube, target, identity, "create", "pods",
+                         namespace=services.settings.validation_namespace,
+                         timeout=services.settings.kube_request_timeout_seconds)
 
 
-def offer_node_validation(services: Services, live: LiveResult, *, identity: Identity, channel: str,
+def offer_node_validation(services: Services, live: RunReport, *, identity: Identity, channel: str,
                           thread_ts: str | None, now: datetime) -> ValidationButton | None:
     """The button for a layer-6 answer, or None (another layer, no thread, no signing key, no
     nodes, the requester may not create the pods, or the access review or Redis failed)."""
@@ -111,11 +108,10 @@ def offer_node_validation(services: Services, live: LiveResult, *, identity: Ide
     if live.diagnosis.layer != 6 or thread_ts is None or key is None or not live.workspace:
         return None
     nodes = run_nodes(live)
-    resolution = services.registry.resolve(workspace=live.workspace)
-    if not nodes or not isinstance(resolution, Resolved):
+    if not nodes or live.descriptor is None:
         return None
     try:
-        allowed = asyncio.run(_may_create_pods(services, resolution.descriptor.cluster_target(), identity))
+        allowed = asyncio.run(_may_create_pods(services, live.descriptor.cluster_target(), identity))
     except Exception as exc:  # noqa: BLE001 - no button is the honest answer to a failed review
         log.info("validate-nodes access review failed for %s: %r", identity.user, exc)
         return None

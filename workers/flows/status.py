@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from workers.collect.investigate import LiveResult, diagnose_live
+from workers.collect.investigate import investigate
+from workers.collect.report import RunReport
 from workers.collect.workspace import check_connection, workspace_status
 from workers.contracts.commands import WorkspaceStatusCommand
 from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceRequest
@@ -121,23 +122,23 @@ class StatusOutcome:
 
 
 async def diagnose_for_card(services: Services, request: StatusRequest, now: datetime
-                            ) -> tuple[LiveResult, bool]:
-    """The live diagnosis and, concurrently, the operator access review, both as the user."""
+                            ) -> tuple[RunReport, bool]:
+    """The live diagnosis and, concurrently, the operator access review, both as the user, in the
+    workspace resolved once for both."""
     command = request.command
     settings = services.settings
-    registry = services.registry
     token = settings.mlflow_token.get_secret_value() if settings.mlflow_token else None
-    live_call = diagnose_live(registry, run=command.run, identity=request.identity, now=now,
-                              workspace=command.workspace, channel=request.channel,
-                              timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
-                              stall_seconds=settings.progress_stall_minutes * 60, mlflow_token=token,
-                              exporter_namespaces=settings.exporter_namespaces)
-    resolution = registry.resolve(workspace=command.workspace, channel=request.channel)
+    resolution = services.registry.resolve(workspace=command.workspace, channel=request.channel)
+    live_call = investigate(resolution, kube=services.kube, run=command.run, identity=request.identity,
+                            now=now, workspace=command.workspace,
+                            timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
+                            stall_seconds=settings.progress_stall_minutes * 60, mlflow_token=token,
+                            exporter_namespaces=settings.exporter_namespaces)
     if not isinstance(resolution, Resolved):
         return await live_call, False
     review = may_see_operator_hints(resolution.descriptor.cluster_target(), request.identity,
-                                    scope=resolution.descriptor.name, cache=services.redis,
-                                    timeout=settings.kube_request_timeout_seconds)
+                                    kube=services.kube, scope=resolution.descriptor.name,
+                                    cache=services.redis, timeout=settings.kube_request_timeout_seconds)
     live, allowed = await asyncio.gather(live_call, review, return_exceptions=True)
     if isinstance(live, BaseException):
         raise live

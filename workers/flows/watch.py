@@ -36,14 +36,12 @@ from typing import TYPE_CHECKING, Any
 import redis
 from pydantic import BaseModel, Field
 
+from workers.collect.access import permits
 from workers.contracts.identity import Identity
 from workers.contracts.ids import STOP_WATCHING_ACTION, watch_id
 from workers.contracts.requests import StatusRequest, StopRequest
-from workers.diagnosis.linkage import find_run
 from workers.diagnosis.models import Diagnosis
-from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.profile import GpuProfile
-from workers.kube.reader import KubeReader
 from workers.metrics import TICK_LAG
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import PhaseCardContext, build_phase_card
@@ -69,7 +67,7 @@ if TYPE_CHECKING:
     from redis.client import Pipeline
     from rq.job import Job
 
-    from workers.collect.investigate import LiveResult
+    from workers.collect.report import RunReport
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +252,7 @@ def watch_context(live: Any, operator_ok: bool, state: WatchState, *, now: datet
     return context.model_copy(update=update)
 
 
-def escalation_for(services: Services, state: WatchState, live: LiveResult,
+def escalation_for(services: Services, state: WatchState, live: RunReport,
                    now: datetime) -> tuple[CardButton | None, EscalatedNote | None]:
     """The Escalate button for the run's current (layer, owner), or the note of its escalation.
 
@@ -298,10 +296,7 @@ def run_verdict(live: Any, run: str, now: datetime) -> str | None:
     """"succeeded"/"failed" when the run says it ended (Job conditions, RayJob status)."""
     if live.layer_report is not None or not live.objects:
         return None
-    objs = find_run(live.objects, run, live.namespace)
-    if not objs.found:
-        return None
-    return RunContext(objs=objs, now=now).terminal()
+    return live.terminal
 
 
 def transitions(state: WatchState, diagnosis: Diagnosis) -> list[tuple[str, str, str]]:
@@ -450,11 +445,9 @@ async def may_read_run(services: Services, state: WatchState, identity: Identity
         return False
     group, resource = ("ray.io", "rayjobs") if state.run_kind == "RayJob" else ("batch", "jobs")
     namespace = state.namespace or resolution.descriptor.spec.namespace
-    api = await services.kube.user(resolution.descriptor.cluster_target(), identity)
-    async with api:
-        allowed = await KubeReader(api, services.settings.kube_request_timeout_seconds).access_review(
-            "get", resource, group, namespace=namespace, name=command.run)
-    return allowed is True
+    return await permits(services.kube, resolution.descriptor.cluster_target(), identity, "get", resource,
+                         group, namespace=namespace, name=command.run,
+                         timeout=services.settings.kube_request_timeout_seconds)
 
 
 def join_watch(services: Services, request: StatusRequest, wid: str, *, now: datetime) -> StatusOutcome:

@@ -174,8 +174,21 @@ async def make_bot_client(target: ClusterTarget) -> client.ApiClient:
     return await make_api_client(target, None)
 
 
+class KubeClients:
+    """The one seam every Kubernetes client comes through (`Services.kube`): as a user
+    (impersonated, for every user-initiated call) or as the bot (the monitor only). One place
+    for timeouts, retries and pool sizes; tests and the shell hand in their own."""
+
+    async def user(self, target: ClusterTarget, identity: Identity) -> client.ApiClient:
+        return await make_user_client(target, identity)
+
+    async def bot(self, target: ClusterTarget) -> client.ApiClient:
+        return await make_bot_client(target)
+
+
 __all__ = [
     "ClusterTarget",
+    "KubeClients",
     "Identity",
     "make_api_client",
     "make_bot_client",

@@ -67,7 +67,7 @@ class MuteRecord(BaseModel):
 class Candidate:
     stall: Stall
     diagnosis: Diagnosis
-    live: Any  # a LiveResult-shaped value (diagnosis, workspace, objects) for the Escalate offer
+    live: Any  # a RunReport-shaped value (diagnosis, workspace, objects) for the Escalate offer
 
 
 def run_key(ws: str, ns: str, run: str) -> str:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers import metrics
-from workers.collect.investigate import LiveResult
 from workers.collect.logs.sources import log_evidence
+from workers.collect.report import RunReport
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.linkage import find_run
 from workers.diagnosis.models import LogEvidence
@@ -97,7 +97,8 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
         if muted(services, name, ns, run):
             silenced.add(run)
             continue
-        live = LiveResult(diagnosis=d, workspace=name, namespace=ns, requests=0, objects=per_run[run])
+        live = RunReport(diagnosis=d, workspace=name, namespace=ns, requests=0, objects=per_run[run],
+                         descriptor=ws, linked_objects=objs)
         stalled.append(Candidate(stall, d, live))
     groups: dict[str, list[Candidate]] = {}
     for c in stalled:

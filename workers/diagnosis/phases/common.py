@@ -82,23 +82,7 @@ class RunContext:
 
     def terminal(self) -> Terminal:
         """How the run itself says it ended, if it has: Job conditions, RayJob statuses."""
-        run = self.objs.run
-        if run is None:
-            return None
-        if self.objs.kind == "Job":
-            for ctype, verdict in (("Complete", "succeeded"), ("SuccessCriteriaMet", "succeeded"),
-                                   ("Failed", "failed"), ("FailureTarget", "failed")):
-                cond = condition(run, ctype)
-                if cond and cond.get("status") == "True":
-                    return verdict  # type: ignore[return-value]
-            return None
-        deploy = self.status.get("jobDeploymentStatus") or ""
-        job = self.status.get("jobStatus") or ""
-        if deploy == "Complete":
-            return "succeeded" if job == "SUCCEEDED" else "failed"
-        if deploy in ("Failed", "ValidationFailed"):
-            return "failed"
-        return None
+        return run_verdict(self.objs)
 
     def pod_events(self, pod: dict, reasons: Iterable[str] | None = None) -> list[Event]:
         events = self.objs.events_for("Pod", meta(pod).get("name") or "")
@@ -106,6 +90,28 @@ class RunContext:
             return events
         wanted = set(reasons)
         return [e for e in events if e.reason in wanted]
+
+
+def run_verdict(objs: RunObjects) -> Terminal:
+    """How the run itself says it ended, if it has: Job conditions, RayJob statuses."""
+    run = objs.run
+    if run is None:
+        return None
+    if objs.kind == "Job":
+        for ctype, verdict in (("Complete", "succeeded"), ("SuccessCriteriaMet", "succeeded"),
+                               ("Failed", "failed"), ("FailureTarget", "failed")):
+            cond = condition(run, ctype)
+            if cond and cond.get("status") == "True":
+                return verdict  # type: ignore[return-value]
+        return None
+    status = run.get("status") or {}
+    deploy = status.get("jobDeploymentStatus") or ""
+    job = status.get("jobStatus") or ""
+    if deploy == "Complete":
+        return "succeeded" if job == "SUCCEEDED" else "failed"
+    if deploy in ("Failed", "ValidationFailed"):
+        return "failed"
+    return None
 
 
 def reason_code(state: PhaseState, finding: Finding) -> str:
