@@ -23,7 +23,7 @@ from workers.contracts.identity import Identity
 from workers.diagnosis.checks import Check, LayerReport
 from workers.diagnosis.nodes import GPU, node_faults
 from workers.diagnosis.podfacts import condition
-from workers.kube.client import make_user_client
+from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
 from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 
@@ -84,11 +84,12 @@ def _resolve(registry: Registry, workspace: str | None) -> WorkspaceConnection |
 
 
 async def validate_topology(registry: Registry, *, identity: Identity, workspace: str | None = None,
-                            profile: str | None = None, timeout: float = 10.0) -> LayerReport:
+                            profile: str | None = None, timeout: float = 10.0,
+                            kube: KubeClients | None = None) -> LayerReport:
     ws = _resolve(registry, workspace)
     if isinstance(ws, str):
         return _no_workspace(workspace, ws)
-    api = await make_user_client(ws.cluster_target(), identity)
+    api = await (kube or KubeClients()).user(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
         clusters = await reader.list(resource_path("taugrid.io", "v1alpha1", "tauclusters"))
@@ -169,11 +170,11 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
                          workspace: str | None = None, min_healthy: int | None = None,
                          timeout: float = 120.0,
                          image: str = DEFAULT_IMAGE, command: str = DEFAULT_COMMAND,
-                         request_timeout: float = 10.0) -> LayerReport:
+                         request_timeout: float = 10.0, kube: KubeClients | None = None) -> LayerReport:
     ws = _resolve(registry, workspace)
     if isinstance(ws, str):
         return _no_workspace(workspace, ws)
-    api = await make_user_client(ws.cluster_target(), identity)
+    api = await (kube or KubeClients()).user(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, request_timeout)
         allowed = await reader.access_review("create", "pods", "", namespace=namespace)

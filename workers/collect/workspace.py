@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from workers.diagnosis.checks import Check, LayerReport
-from workers.kube.client import Identity, make_user_client
+from workers.kube.client import Identity, KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
 from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 
@@ -125,7 +125,8 @@ def _resolve(registry: Registry, workspace: str | None, channel: str | None
 
 async def check_connection(registry: Registry, *, workspace: str | None = None,
                            channel: str | None = None, identity: Identity | None = None,
-                           offline: bool = False, timeout: float = 10.0) -> LayerReport:
+                           offline: bool = False, timeout: float = 10.0,
+                           kube: KubeClients | None = None) -> LayerReport:
     """`taubot workspace connection`: layer 1, offline or live under `identity`."""
     ws = _resolve(registry, workspace, channel)
     if isinstance(ws, LayerReport):
@@ -138,7 +139,7 @@ async def check_connection(registry: Registry, *, workspace: str | None = None,
                            checks=[resolved])
     if identity is None:
         raise ValueError("a live connection check needs the asking user's identity")
-    api = await make_user_client(ws.cluster_target(), identity)
+    api = await (kube or KubeClients()).user(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
         version = await reader.get("/version")
@@ -179,12 +180,12 @@ async def check_connection(registry: Registry, *, workspace: str | None = None,
 
 
 async def workspace_status(registry: Registry, name: str, *, identity: Identity,
-                           timeout: float = 10.0) -> LayerReport:
+                           timeout: float = 10.0, kube: KubeClients | None = None) -> LayerReport:
     """`taubot workspace status NAME`: layer 2 (and the layer-1 failure that blocks it)."""
     ws = _resolve(registry, name, None)
     if isinstance(ws, LayerReport):
         return ws
-    api = await make_user_client(ws.cluster_target(), identity)
+    api = await (kube or KubeClients()).user(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
         tw, pvc = await asyncio.gather(

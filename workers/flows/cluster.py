@@ -22,10 +22,12 @@ def run_cluster(services: Services, request: ClusterRequest, *, job: Job | None)
     command = request.command
     parent_ts = ensure_parent(services, request, job)
     if isinstance(command, TopologyValidateCommand):
-        call = validate_topology(services.registry, identity=request.identity, workspace=command.workspace,
-                                 profile=command.profile, timeout=settings.kube_request_timeout_seconds)
+        call = validate_topology(services.registry, identity=request.identity, kube=services.kube,
+                                 workspace=command.workspace, profile=command.profile,
+                                 timeout=settings.kube_request_timeout_seconds)
     else:
-        call = validate_nodes(services.registry, identity=request.identity, selector=command.selector,
+        call = validate_nodes(services.registry, identity=request.identity, kube=services.kube,
+                              selector=command.selector,
                               namespace=settings.validation_namespace, workspace=command.workspace,
                               min_healthy=command.min_healthy, timeout=command.timeout_seconds,
                               image=settings.validation_image, command=settings.validation_command,

@@ -57,6 +57,7 @@ def run_logs(services: Services, request: LogsRequest, *, job: Job | None, now: 
     command = request.command
     parent_ts = ensure_parent(services, request, job)
     result = asyncio.run(logs_live(services.registry, run=command.run, identity=request.identity, now=now,
+                                  kube=services.kube,
                                    workspace=command.workspace, channel=request.channel, tail=command.tail,
                                    previous=command.previous,
                                    timeout=services.settings.kube_request_timeout_seconds))

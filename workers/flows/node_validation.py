@@ -155,7 +155,8 @@ def run_validate_press(services: Services, request: ValidateNodesRequest) -> dic
         services.registry, identity=request.identity, selector=selector,
         namespace=settings.validation_namespace, workspace=offer.workspace,
         timeout=settings.validation_timeout_seconds, image=settings.validation_image,
-        command=settings.validation_command, request_timeout=settings.kube_request_timeout_seconds))
+        command=settings.validation_command, request_timeout=settings.kube_request_timeout_seconds,
+        kube=services.kube))
     card = build_workspace_card(report, command=f"/tau cluster validate nodes --selector {selector}")
     # Who pressed is the identity the pods ran as (a mention cannot pass the card's markup check).
     card = card.model_copy(update={"reference": f"{card.reference} · pods created as "

@@ -182,8 +182,10 @@ async def check_workspace(services: Services, request: WorkspaceRequest) -> Any:
     command = request.command
     if isinstance(command, WorkspaceStatusCommand):
         return await workspace_status(services.registry, command.workspace, identity=request.identity,
+                                      kube=services.kube,
                                       timeout=timeout)
     return await check_connection(services.registry, workspace=command.workspace, channel=request.channel,
+                                  kube=services.kube,
                                   identity=request.identity, timeout=timeout)
 
 

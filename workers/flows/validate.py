@@ -60,7 +60,8 @@ def run_validate(services: Services, request: ValidateRequest, *, job: Job | Non
     else:
         report = asyncio.run(validate_text(services.registry, text, workspace=command.workspace,
                                            channel=request.channel, identity=request.identity,
-                                           timeout=services.settings.kube_request_timeout_seconds))
+                                           timeout=services.settings.kube_request_timeout_seconds,
+                                           kube=services.kube))
     posted = deliver(services, request, parent_ts, build_validation_card(report, command=request.display()),
                      job)
     return {"parent_ts": parent_ts, "card_ts": posted.ts if posted else None, "ok": report.ok,

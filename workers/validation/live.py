@@ -30,7 +30,7 @@ from typing import Any
 
 from workers.collect.workspace import readiness_report, tauworkspace_path
 from workers.contracts.identity import Identity
-from workers.kube.client import make_user_client
+from workers.kube.client import KubeClients
 from workers.kube.reader import DryRunAnswer, KubeReader, ReadError, resource_path
 from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 
@@ -148,7 +148,7 @@ def _resolve(registry: Registry, workspace: str | None,
 async def validate_manifest(registry: Registry, doc: dict[str, Any], kind: str, *,
                             workspace: str | None, channel: str | None = None,
                             identity: Identity | None, offline: bool = False,
-                            timeout: float = 10.0) -> ValidationReport:
+                            timeout: float = 10.0, kube: KubeClients | None = None) -> ValidationReport:
     """Layers 1–4 for one manifest; offline stops after the local checks."""
     ws = _resolve(registry, workspace, channel)
     if isinstance(ws, ValidationCheck):
@@ -169,7 +169,7 @@ async def validate_manifest(registry: Registry, doc: dict[str, Any], kind: str, 
     if not isinstance(body.get("metadata"), dict):
         body["metadata"] = {}
     body["metadata"]["namespace"] = ns
-    api = await make_user_client(ws.cluster_target(), identity)
+    api = await (kube or KubeClients()).user(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
         version_info = await reader.get("/version")
@@ -213,14 +213,14 @@ async def validate_manifest(registry: Registry, doc: dict[str, Any], kind: str, 
 
 async def validate_text(registry: Registry, text: str, *, workspace: str | None, channel: str | None = None,
                         identity: Identity | None, offline: bool = False,
-                        timeout: float = 10.0) -> ValidationReport:
+                        timeout: float = 10.0, kube: KubeClients | None = None) -> ValidationReport:
     """`validate_manifest` for text as given; input that is not one Job or RayJob is the report."""
     try:
         doc, kind = load(text)
     except ManifestError as error:
         return input_report(error, workspace, offline=offline)
     return await validate_manifest(registry, doc, kind, workspace=workspace, channel=channel,
-                                   identity=identity, offline=offline, timeout=timeout)
+                                   identity=identity, offline=offline, timeout=timeout, kube=kube)
 
 
 __all__ = ["dry_run_check", "queue_check", "validate_manifest", "validate_text"]

@@ -26,7 +26,7 @@ from workers.diagnosis.linkage import RunObjects
 from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.podfacts import containers, pod_name
 from workers.diagnosis.timeutil import parse_time
-from workers.kube.client import make_user_client
+from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
 from workers.workspaces import KustoLogs, Registry, ResolutionFailure
 
@@ -227,14 +227,15 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
 
 async def logs_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
                     workspace: str | None = None, channel: str | None = None, tail: int = DEFAULT_TAIL,
-                    previous: bool = False, timeout: float = 10.0) -> LogsResult:
+                    previous: bool = False, timeout: float = 10.0,
+                    kube: KubeClients | None = None) -> LogsResult:
     """Resolve the workspace (layer 1), then read the log under ``identity``."""
     resolution = registry.resolve(workspace=workspace, channel=channel)
     if isinstance(resolution, ResolutionFailure):
         return LogsResult(run=run, unavailable=[f"workspace: {resolution.message}"])
     ws = resolution.descriptor
     kusto = ws.spec.logs.kusto if ws.spec.logs else None
-    api = await make_user_client(ws.cluster_target(), identity)
+    api = await (kube or KubeClients()).user(ws.cluster_target(), identity)
     async with api:
         return await read_run_logs(KubeReader(api, timeout), namespace=ws.spec.namespace, run=run,
                                    tail=tail, previous=previous, kusto=kusto, now=now, timeout=timeout)
