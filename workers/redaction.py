@@ -141,7 +141,7 @@ RULES: tuple[Rule, ...] = (
          re.compile(rf"((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]{{0,64}}?(?:{_KEY_NAMES})[\"']?\s*(?:[:=]|%3D)\s*)"
                     r"(\"[^\"]*\"|'[^']*'|[^\s&,;)\"'}\]]+)", re.IGNORECASE), rf"\1{REDACTED}"),
     # The same names as command-line flags: --password hunter2, --token=…
-    Rule("secret-flag", ("--",),
+    Rule("secret-flag", ("pass", "pwd", "secret", "key", "token", "credential", "auth"),
          re.compile(rf"(--(?:{_KEY_NAMES})(?:[= ]))(\S+)", re.IGNORECASE), rf"\1{REDACTED}"),
 )
 
