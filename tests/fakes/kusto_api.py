@@ -5,8 +5,8 @@ It serves `POST /v2/rest/query` as the reference describes
 properties}` with `properties` a JSON *string* of `{Options, Parameters}`;
 an array of frames back — DataSetHeader, the PrimaryResult DataTable,
 DataSetCompletion). It records every query with its parameters, and answers
-the `ContainerLogV2` query taubot sends by applying the *parameters* to the
-rows a test seeded — so a query that spliced values into its text instead of
+the `ContainerLogV2` query taubot sends by applying the *parameters* (namespace,
+window, the run's pod names and name pattern, cluster) to the rows a test seeded — so a query that spliced values into its text instead of
 declaring them would find nothing.
 """
 
@@ -25,6 +25,7 @@ from typing import Any
 from aiohttp import web
 
 _DATETIME = re.compile(r"^datetime\((.+)\)$")
+_DYNAMIC = re.compile(r"^dynamic\((.*)\)$", re.DOTALL)
 
 
 @dataclass
@@ -77,9 +78,12 @@ class FakeKusto:
                                                 "@permanent": True}}, status=400)
         since, until = _when(params["since"]), _when(params["until"])
         n = int(params["n"])
+        pods = set(json.loads(_DYNAMIC.match(params["pods"]).group(1)))  # type: ignore[union-attr]
+        pattern = re.compile(params["podPattern"])  # KQL `matches regex` (RE2): these patterns read alike
         kept = [r for r in rows
                 if since <= _when(r["TimeGenerated"]) <= until
-                and r["PodNamespace"] == params["ns"] and r["PodName"].startswith(params["podPrefix"])
+                and r["PodNamespace"] == params["ns"]
+                and (r["PodName"] in pods or pattern.search(r["PodName"]))
                 and params["cluster"] in r["_ResourceId"].split("/")]
         kept.sort(key=lambda r: _when(r["TimeGenerated"]), reverse=True)
         kept = kept[:n]

@@ -87,7 +87,11 @@ async def test_running_rayjob_reads_the_driver_log_within_the_budget(tmp_path: P
         # Dashboard lines carry no timestamp: progress without a time is never called a stall.
         assert check.state.value == "active" and "loss 1.3" in check.summary
         assert any("/proxy/api/jobs/" in r.path for r in emu.requests)
-        assert len(emu.requests) <= 10
+        # The driver log is read only after Alice's `get pods/log` review (issue 26.6): one more.
+        [review] = [r for r in emu.requests if r.path.endswith("/selfsubjectaccessreviews")
+                    and (r.body["spec"]["resourceAttributes"].get("subresource") == "log")]
+        assert review.header_values("Impersonate-User") == ["alice@example.com"]
+        assert len(emu.requests) <= 11
 
 
 async def test_durable_evidence_from_mlflow_after_the_users_access_review(tmp_path: Path) -> None:

@@ -112,6 +112,9 @@ def finished_ray_run_in_kusto(env: Env) -> None:
                           cluster_resource_id=CLUSTER_ID)
     env.kusto.add_row(time="2026-11-30T10:25:00Z", pod="other-run-x1", container="main", message="not ours",
                       namespace=k8s.NS, cluster_resource_id=CLUSTER_ID)
+    # Another RayJob whose name starts with this one's: its submitter pod shares the prefix.
+    env.kusto.add_row(time="2026-11-30T10:26:00Z", pod=f"{RAY_RUN}-eval-b2c4d", container="ray-job-submitter",
+                      message="not ours either", namespace=k8s.NS, cluster_resource_id=CLUSTER_ID)
 
 
 def test_rayjob_after_the_head_was_deleted_reads_kusto_after_an_access_review(env: Env) -> None:
@@ -134,7 +137,11 @@ def test_rayjob_after_the_head_was_deleted_reads_kusto_after_an_access_review(en
     assert "TimeGenerated between" in query.csl
     for value in (k8s.NS, RAY_RUN, "aks-east-prod"):
         assert value not in query.csl  # values travel only as parameters
-    assert query.parameters["ns"] == k8s.NS and query.parameters["podPrefix"] == f"{RAY_RUN}-"
+    assert query.parameters["ns"] == k8s.NS and query.parameters["pods"] == "dynamic([])"
+    cluster = k8s.rayjob(RAY_RUN)["status"]["rayClusterName"]
+    assert query.parameters["podPattern"] == (  # the submitter Job's pods and the head: never a prefix
+        f"^(?:ray-pretrain-13b-[bcdfghjklmnpqrstvwxz2456789]{{5}}"
+        f"|{cluster}-head(?:-[bcdfghjklmnpqrstvwxz2456789]{{5}})?)$")
     assert query.parameters["cluster"] == "aks-east-prod"
     assert "Authorization" not in query.headers  # loopback endpoint: no Azure AD
 
@@ -196,6 +203,43 @@ def test_no_kusto_configured_and_no_run_says_so_and_exits_1(env: Env, tmp_path: 
     (env.workspaces / "vision.yaml").write_text(yaml.safe_dump(doc))
     code, out, err = taubot_logs(env, "gone-run")
     assert code == 1 and out["source"] is None
-    assert out["unavailable"] == ["run gone-run not found in team-vision (deleted after it finished?)",
-                                  "no kusto configured for this workspace"]
+    assert out["unavailable"] == ["run gone-run not found in team-vision (deleted after it finished?)"]
     assert "Traceback" not in err
+
+
+def test_a_run_that_does_not_exist_queries_no_log_store(env: Env) -> None:
+    """Issue 26.4: `/tau logs llama` for a run that does not exist read ADX by the prefix `llama-`
+    and showed `llama-ft-7b`'s log."""
+    env.kusto.add_row(time="2026-11-30T10:20:00Z", pod=f"{JOB_RUN}-x7k2p", container="main",
+                      message="llama-ft-7b's line", namespace=k8s.NS, cluster_resource_id=CLUSTER_ID)
+    code, out, _ = taubot_logs(env, "llama")
+    assert code == 1 and out["source"] is None and out["lines"] == []
+    assert out["unavailable"] == ["run llama not found in team-vision (deleted after it finished?)"]
+    assert env.kusto.queries == []
+    assert not [r for r in env.emu.requests if r.path.endswith("/selfsubjectaccessreviews")]
+
+
+def test_a_job_whose_pods_are_gone_reads_only_its_own_pods_from_kusto(env: Env) -> None:
+    """The Job `llama` exists, its pods were garbage-collected; ADX holds its pod's lines and
+    those of `llama-ft-7b` (a name that starts with `llama-`): only its own are read."""
+    env.emu.upsert(k8s.job("llama", suspend=False))
+    for pod, text in ((f"{JOB_RUN}-x7k2p", "llama-ft-7b's line"), ("llama-b2c4d", "llama's own line")):
+        env.kusto.add_row(time="2026-11-30T10:20:00Z", pod=pod, container="main", message=text,
+                          namespace=k8s.NS, cluster_resource_id=CLUSTER_ID)
+    code, out, _ = taubot_logs(env, "llama")
+    assert code == 0 and out["source"] == "kusto" and out["pod"] == "llama-b2c4d"
+    assert [line["text"] for line in out["lines"]] == ["llama's own line"]
+    [query] = env.kusto.queries
+    assert query.parameters["podPattern"] == "^(?:llama-[bcdfghjklmnpqrstvwxz2456789]{5})$"
+
+
+def test_the_dashboard_is_read_only_after_a_pods_log_review(env: Env) -> None:
+    """Issue 26.6: the driver log is a pod's log; `services/proxy` alone does not open it."""
+    ray_run_with_head(env)
+    env.emu.forbid("get", "pods", subresource="log", user="alice@example.com")
+    code, out, _ = taubot_logs(env, RAY_RUN)
+    assert code == 1 and out["source"] is None
+    assert out["unavailable"] == ["permission denied (get pods/log)"]
+    assert not [r for r in env.emu.requests if "/proxy/" in r.path]
+    assert len([r for r in env.emu.requests if r.path.endswith("/selfsubjectaccessreviews")]) == 1
+    assert env.kusto.queries == []

@@ -18,6 +18,7 @@ authentication; any other plain `http://` is refused before a request.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,11 +27,12 @@ from workers.workspaces import KustoLogs
 
 from .model import LogLine
 
-QUERY = """declare query_parameters(ns:string, podPrefix:string, cluster:string,
+QUERY = """declare query_parameters(ns:string, pods:dynamic, podPattern:string, cluster:string,
     since:datetime, until:datetime, n:long);
 ContainerLogV2
 | where TimeGenerated between (since .. until)
-| where PodNamespace == ns and PodName startswith podPrefix
+| where PodNamespace == ns
+| where PodName in (pods) or PodName matches regex podPattern
 | where _ResourceId has cluster
 | project TimeGenerated, PodName, ContainerName, LogMessage = tostring(LogMessage)
 | order by TimeGenerated desc
@@ -84,11 +86,16 @@ def _time(value: Any) -> str | None:
     return str(value) if value else None
 
 
-async def query_logs(kusto: KustoLogs, *, namespace: str, pod_prefix: str, since: datetime,
-                     until: datetime, tail: int, timeout: float) -> tuple[list[LogLine], bool, str | None,
-                                                                           str | None]:
-    """The last ``tail`` lines (time order), whether older exist, and the newest line's pod/container."""
-    params = {"ns": namespace, "podPrefix": pod_prefix, "cluster": kusto.cluster,
+async def query_logs(kusto: KustoLogs, *, namespace: str, pods: list[str], pod_pattern: str,
+                     since: datetime, until: datetime, tail: int,
+                     timeout: float) -> tuple[list[LogLine], bool, str | None, str | None]:
+    """The last ``tail`` lines (time order), whether older exist, and the newest line's pod/container.
+
+    Only the run's own pods: ``pods`` by name, or a name ``pod_pattern`` (an anchored RE2
+    expression: the names the run's controllers give), never a name prefix — `/tau logs llama`
+    must not read `llama-ft-7b`'s pods."""
+    params = {"ns": namespace, "pods": f"dynamic({json.dumps(sorted(pods))})", "podPattern": pod_pattern,
+              "cluster": kusto.cluster,
               "since": _kql_datetime(since), "until": _kql_datetime(until), "n": str(tail + 1)}
     rows = await asyncio.wait_for(asyncio.to_thread(_query, kusto, params, timeout), timeout + 5)
     truncated = len(rows) > tail

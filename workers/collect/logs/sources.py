@@ -9,6 +9,11 @@
 * When that source is gone (KubeRay deleted the head after the job; the pods
   were garbage-collected): Azure Data Explorer, after the caller passed an
   access review for `get pods/log` — the bot reads ADX with its own identity.
+  Only for a run that exists, and only its own pods (`run_pods`): the pods
+  read by name, else the names its controllers give, never a name prefix.
+
+The dashboard too is read only after that `pods/log` review: the driver log
+is a pod's log, and `services/proxy` is a different permission (SPEC §11).
 
 Every Kubernetes read goes through the caller's (impersonating) reader. The
 request budget is fixed whatever the run's size: two GETs for the run, one
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import datetime, timedelta
 
 from workers.contracts.identity import Identity
@@ -79,7 +85,61 @@ def order_pods(pods: list[dict]) -> list[dict]:
     return sorted(pods, key=key)
 
 
-async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, tail: int) -> bool:
+class LogAccess:
+    """The caller's `get pods/log` access review in the run's namespace, asked at most once per
+    read (the dashboard and ADX both need it)."""
+
+    def __init__(self, reader: KubeReader, namespace: str) -> None:
+        self.reader, self.namespace = reader, namespace
+        self._answer: bool | ReadError | None = None
+
+    async def allowed(self, result: LogsResult, what: str) -> bool:
+        """True when allowed; otherwise the reason is added to ``result`` (once) for ``what``."""
+        if self._answer is None:
+            self._answer = await self.reader.access_review("get", "pods", "", namespace=self.namespace,
+                                                           subresource="log")
+            if isinstance(self._answer, ReadError):
+                result.unavailable.append(f"{what}: access review {self._answer.describe()}")
+            elif not self._answer:
+                result.unavailable.append("permission denied (get pods/log)")
+        return self._answer is True
+
+
+# Kubernetes' generateName suffix: five of apimachinery's `util/rand` alphabet.
+_GENERATED = "[bcdfghjklmnpqrstvwxz2456789]{5}"
+_MAX_GENERATED_BASE = 58  # names.SimpleNameGenerator cuts a longer base to 58 characters
+
+
+def _literal(name: str) -> str:
+    """A Kubernetes name (`[a-z0-9.-]`, validated by the API server) as an RE2 literal."""
+    return re.sub(r"[^a-z0-9-]", lambda m: "\\" + m.group(0), name)
+
+
+def _generated(base: str) -> str:
+    return _literal(base[:_MAX_GENERATED_BASE]) + _GENERATED
+
+
+def run_pods(run_obj: dict, kind: str | None, pods: list[dict]) -> tuple[list[str], str]:
+    """The run's own pods for ADX: the names of the pods read, and an anchored pattern of the
+    names its controllers give — a Job's `<job>-<5>` (`<job>-<index>-<5>` when Indexed), a
+    RayJob's submitter Job `<rayjob>-<5>` and its cluster's head `<cluster>-head[-<5>]`
+    (shared/reference/kuberay-status.md). Another run's pods (`llama-ft-7b-x7k2p` for a run
+    `llama`) match neither."""
+    name = str((run_obj.get("metadata") or {}).get("name") or "")
+    names = sorted({pod_name(p) for p in pods if pod_name(p)})
+    if kind == "RayJob":
+        shapes = [_generated(f"{name}-")]
+        cluster = (run_obj.get("status") or {}).get("rayClusterName")
+        if cluster:
+            shapes.append(f"{_literal(cluster)}-head(?:-{_GENERATED})?")
+    else:
+        indexed = (run_obj.get("spec") or {}).get("completionMode") == "Indexed"
+        shapes = [f"{_literal(name)}-[0-9]+-{_GENERATED}" if indexed else _generated(f"{name}-")]
+    return names, "^(?:" + "|".join(shapes) + ")$"
+
+
+async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, tail: int,
+                          access: LogAccess) -> bool:
     status = rayjob.get("status") or {}
     cluster, job_id = status.get("rayClusterName"), status.get("jobId")
     if not cluster or not job_id:
@@ -87,6 +147,8 @@ async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, 
         finished = deploy in ("Complete", "Failed", "ValidationFailed")
         result.unavailable.append("head service gone (the job finished)" if finished
                                   else f"no Ray job submitted yet ({deploy or 'no status'})")
+        return False
+    if not await access.allowed(result, "ray dashboard"):
         return False
     path = proxy_path("services", result.namespace or "", f"{cluster}-head-svc", "dashboard",
                       f"api/jobs/{job_id}/logs")
@@ -111,8 +173,9 @@ async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, 
 
 
 async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int, previous: bool,
-                     pods: list[dict] | None = None) -> bool:
-    """``pods``: already read by the caller (a live status), else listed here."""
+                     pods: list[dict] | None = None, seen: list[dict] | None = None) -> bool:
+    """``pods``: already read by the caller (a live status), else listed here; the pods are
+    added to ``seen`` (ADX reads their logs by name)."""
     ns = result.namespace or ""
     if pods is None:
         listed = await reader.list(resource_path("", "v1", "pods", ns),
@@ -121,6 +184,8 @@ async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int
             result.unavailable.append(_why(listed, "pods"))
             return False
         pods = listed
+    if seen is not None:
+        seen.extend(pods)
     if not pods:
         result.unavailable.append("no pods (garbage-collected, or not created yet)")
         return False
@@ -144,25 +209,24 @@ async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int
     return False
 
 
-async def _from_kusto(reader: KubeReader, result: LogsResult, run: str, kusto: KustoLogs | None,
-                      run_obj: dict | None, tail: int, now: datetime, timeout: float) -> bool:
+async def _from_kusto(result: LogsResult, kusto: KustoLogs | None, run_obj: dict | None, pods: list[dict],
+                      access: LogAccess, tail: int, now: datetime, timeout: float) -> bool:
+    """ADX, for a run that was read (a run that does not exist, or could not be read, has no
+    pods taubot could name: no log store is asked)."""
+    if run_obj is None:
+        return False
     if kusto is None:
         result.unavailable.append("no kusto configured for this workspace")
         return False
-    ns = result.namespace or ""
-    allowed = await reader.access_review("get", "pods", "", namespace=ns, subresource="log")
-    if isinstance(allowed, ReadError):
-        result.unavailable.append(f"kusto: access review {allowed.describe()}")
+    if not await access.allowed(result, "kusto"):
         return False
-    if not allowed:
-        result.unavailable.append("permission denied (get pods/log)")
-        return False
-    created = parse_time(((run_obj or {}).get("metadata") or {}).get("creationTimestamp"))
+    created = parse_time((run_obj.get("metadata") or {}).get("creationTimestamp"))
     since = (created - KUSTO_MARGIN) if created else now - KUSTO_WINDOW_WITHOUT_RUN
+    names, pattern = run_pods(run_obj, result.kind, pods)
     try:
         lines, truncated, pod, container = await query_logs(
-            kusto, namespace=ns, pod_prefix=f"{run}-", since=since, until=now + KUSTO_MARGIN,
-            tail=tail, timeout=timeout)
+            kusto, namespace=result.namespace or "", pods=names, pod_pattern=pattern, since=since,
+            until=now + KUSTO_MARGIN, tail=tail, timeout=timeout)
     except KustoRefused as exc:
         result.unavailable.append(f"kusto: {exc}")
         return False
@@ -180,6 +244,7 @@ async def read_run_logs(reader: KubeReader, *, namespace: str, run: str, tail: i
     """The run's log from the first source that answers (SPEC §7a)."""
     start = reader.requests_made
     result = LogsResult(run=run, namespace=namespace)
+    access, seen = LogAccess(reader, namespace), list[dict]()
     rayjob, job = await asyncio.gather(
         reader.get(resource_path("ray.io", "v1", "rayjobs", namespace, run)),
         reader.get(resource_path("batch", "v1", "jobs", namespace, run)),
@@ -187,19 +252,19 @@ async def read_run_logs(reader: KubeReader, *, namespace: str, run: str, tail: i
     run_obj: dict | None = None
     if isinstance(rayjob, dict):
         result.kind, run_obj = "RayJob", rayjob
-        done = await _from_dashboard(reader, result, rayjob, tail)
+        done = await _from_dashboard(reader, result, rayjob, tail, access)
     elif isinstance(rayjob, ReadError) and rayjob.kind != "not_found":
         result.unavailable.append(_why(rayjob, "rayjobs"))  # never read as "there is no RayJob"
         done = False
     elif isinstance(job, dict):
         result.kind, run_obj = "Job", job
-        done = await _from_pods(reader, result, run, tail, previous)
+        done = await _from_pods(reader, result, run, tail, previous, seen=seen)
     else:
         result.unavailable.append(_why(job, "jobs") if job.kind != "not_found"
                                   else f"run {run} not found in {namespace} (deleted after it finished?)")
         done = False
     if not done:
-        await _from_kusto(reader, result, run, kusto, run_obj, tail, now, timeout)
+        await _from_kusto(result, kusto, run_obj, seen, access, tail, now, timeout)
     result.requests = reader.requests_made - start
     return result
 
@@ -212,14 +277,15 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
     """The run's log for the Runtime progress check of a live status, from what the status
     already read (the run, its pods): one dashboard or pod-log read, else ADX."""
     result = LogsResult(run=objs.name, namespace=objs.namespace, kind=objs.kind)
+    access, main_pods = LogAccess(reader, objs.namespace or ""), list[dict]()
     done = False
     if objs.kind == "RayJob" and objs.run is not None:
-        done = await _from_dashboard(reader, result, objs.run, tail)
+        done = await _from_dashboard(reader, result, objs.run, tail, access)
     elif objs.kind == "Job":
         main_pods = [p for p in objs.pods if not objs.is_ray_pod(p)]
         done = await _from_pods(reader, result, objs.name, tail, False, pods=main_pods)
     if not done:
-        done = await _from_kusto(reader, result, objs.name, kusto, objs.run, tail, now, timeout)
+        done = await _from_kusto(result, kusto, objs.run, main_pods, access, tail, now, timeout)
     if not done:
         return LogEvidence(unavailable="; ".join(result.unavailable) or "no log source answered")
     return LogEvidence(lines=[(line.time, line.text) for line in result.lines], source=result.source)
@@ -241,4 +307,5 @@ async def logs_live(registry: Registry, *, run: str, identity: Identity, now: da
                                    tail=tail, previous=previous, kusto=kusto, now=now, timeout=timeout)
 
 
-__all__ = ["PROGRESS_TAIL", "log_evidence", "logs_live", "order_pods", "read_run_logs"]
+__all__ = ["PROGRESS_TAIL", "LogAccess", "log_evidence", "logs_live", "order_pods", "read_run_logs",
+           "run_pods"]
