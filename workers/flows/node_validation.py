@@ -28,7 +28,7 @@ import redis
 from pydantic import BaseModel, ConfigDict
 
 from workers.cluster_validate import validate_nodes
-from workers.collect.access import permits
+from workers.collect.access import permits, review
 from workers.collect.report import RunReport
 from workers.contracts.identity import Identity
 from workers.contracts.ids import VALIDATE_NODES_ACTION
@@ -36,6 +36,7 @@ from workers.contracts.requests import ValidateNodesRequest
 from workers.contracts.signing import sign_id
 from workers.diagnosis.podfacts import is_terminal
 from workers.kube.client import ClusterTarget
+from workers.kube.reader import ReadError
 from workers.render.buttons import CardButton
 from workers.render.cards import build_workspace_card
 from workers.render.mrkdwn import code, escape
@@ -174,9 +175,11 @@ def _claim(services: Services, request: ValidateNodesRequest, offer: ValidationO
     refused, and the refusal card tells them so."""
     resolution = services.registry.resolve(workspace=offer.workspace)
     if isinstance(resolution, Resolved):
-        try:
-            target = resolution.descriptor.cluster_target()
-            allowed: bool | None = asyncio.run(_may_create_pods(services, target, request.identity))
+        settings = services.settings
+        try:  # `review`, not `permits`: a review that failed is "unknown", and spends the offer
+            allowed: bool | ReadError | None = asyncio.run(review(
+                services.kube, resolution.descriptor.cluster_target(), request.identity, "create", "pods",
+                namespace=settings.validation_namespace, timeout=settings.kube_request_timeout_seconds))
         except Exception as exc:  # noqa: BLE001 - unknown: the offer is spent, as if allowed
             log.info("validate-nodes review failed for %s: %r", request.identity.user, exc)
             allowed = None
