@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from . import later_evidence
 from .gaps import PHASE_NEEDS, ReadGap
 from .layers import layer_info
 from .linkage import RunObjects, find_run
@@ -177,6 +178,7 @@ def evaluate(
     for name, fn in EVALUATION_ORDER:
         results[name] = fn(ctx, dict(results))
     _judge_finished(ctx, results)
+    later_evidence.apply(ctx, results)  # SPEC §3: what a partial snapshot does not show
     if gaps:
         _apply_gaps(ctx, results, gaps)
     phases = [results[name] for name in PHASE_NAMES]
