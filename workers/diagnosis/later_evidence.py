@@ -104,8 +104,8 @@ def apply(ctx: RunContext, results: dict[str, PhaseResult]) -> None:
         for phase_name in POD_PHASES:
             phase = results[phase_name]
             if phase.state is PhaseState.PENDING:
-                results[phase_name] = _proven(phase, "pods not in the snapshot; the driver's RUNNING status "
-                                              "proves they started".replace("RUNNING", job_status), "pods.proven")
+                results[phase_name] = _proven(phase, f"pods not in the snapshot; the driver's {job_status} "
+                                              "status proves they started", "pods.proven")
 
 
 __all__ = ["apply", "retry_attempt"]
