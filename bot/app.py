@@ -22,11 +22,17 @@ from rq import Queue
 from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
-from bot.buttons import EscalateButton, MuteButton, ValidateNodesButton
+from bot.buttons import DetailsButton, EscalateButton, MuteButton, ValidateNodesButton
 from bot.commands import ARRIVED, LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
 from bot.watch_buttons import StopWatchingButton
-from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, STOP_WATCHING_ACTION, VALIDATE_NODES_ACTION
+from workers.contracts.ids import (
+    DETAILS_ACTION,
+    ESCALATE_ACTION,
+    MUTE_ACTION,
+    STOP_WATCHING_ACTION,
+    VALIDATE_NODES_ACTION,
+)
 from workers.queue import RqQueue
 from workers.settings import Settings
 from workers.surfaces.slack_client import make_web_client
@@ -99,12 +105,14 @@ def build_app(
     register_listeners(app, commands, EscalateButton(settings, commands.resolver, jobs),
                        StopWatchingButton(commands.resolver, jobs),
                        MuteButton(settings, commands.resolver, jobs),
-                       ValidateNodesButton(settings, commands.resolver, jobs))
+                       ValidateNodesButton(settings, commands.resolver, jobs),
+                       DetailsButton(settings, commands.resolver, jobs))
     return app
 
 
 def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton,
-                       stop: StopWatchingButton, mute: MuteButton, validate: ValidateNodesButton) -> None:
+                       stop: StopWatchingButton, mute: MuteButton, validate: ValidateNodesButton,
+                       details: DetailsButton) -> None:
     """Thin listeners: ack, hand the payload over, answer with what comes back. The button
     listeners come before the catch-all: Bolt runs the first listener that matches."""
 
@@ -131,6 +139,11 @@ def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton
     def on_validate_nodes(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
         validate.handle(body, respond)
+
+    @app.action(DETAILS_ACTION)
+    def on_details(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        details.handle(body, respond)
 
     @app.action(re.compile(".*"))
     def on_button(ack: Ack, body: dict[str, Any]) -> None:

@@ -24,8 +24,20 @@ from redis import RedisError
 
 from bot.button_listener import ButtonListener, Resolver, press_place
 from bot.identity import Unmapped
-from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, SLACK_USER, VALIDATE_NODES_ACTION
-from workers.contracts.requests import EscalateRequest, MuteRequest, RecordPressRequest, ValidateNodesRequest
+from workers.contracts.ids import (
+    DETAILS_ACTION,
+    ESCALATE_ACTION,
+    MUTE_ACTION,
+    SLACK_USER,
+    VALIDATE_NODES_ACTION,
+)
+from workers.contracts.requests import (
+    DetailsRequest,
+    EscalateRequest,
+    MuteRequest,
+    RecordPressRequest,
+    ValidateNodesRequest,
+)
 from workers.contracts.signing import verify_value
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import escape
@@ -125,6 +137,16 @@ class MuteButton(RecordButton):
     verb, noun = "muted", "the mute"
 
 
+class DetailsButton(RecordButton):
+    """*Details* on a phase card: the worker posts the rest of the card in its thread, once per
+    version of the card, and only for a press on the card it was offered on."""
+
+    name = "details"
+    action_id = DETAILS_ACTION
+    request_type = DetailsRequest
+    verb, noun = "posted", "the details"
+
+
 class ValidateNodesButton(RecordButton):
     """*Validate these nodes* on a layer-6 card: the pods are created as the presser, so the
     cluster's RBAC decides again (workers/flows/node_validation.py)."""
@@ -139,4 +161,4 @@ class ValidateNodesButton(RecordButton):
                          timeout=max(settings.job_timeout_seconds, settings.validation_timeout_seconds + 60))
 
 
-__all__ = ["EscalateButton", "MuteButton", "RecordButton", "ValidateNodesButton"]
+__all__ = ["DetailsButton", "EscalateButton", "MuteButton", "RecordButton", "ValidateNodesButton"]

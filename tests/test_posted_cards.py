@@ -20,6 +20,7 @@ from workers.diagnosis.evaluate import evaluate
 from workers.posted_cards import CardStore, PostedCard
 from workers.render.buttons import EscalatedNote
 from workers.render.cards import build_phase_card
+from workers.render.slots import EscalationSlot
 from workers.services import DescriptorSource
 from workers.surfaces.slack import SlackSurface
 
@@ -54,7 +55,7 @@ def test_an_unchanged_render_sends_nothing_and_a_change_sends_one_update(store: 
     assert store.update_if_changed(CHANNEL, posted.ts, lambda c: card_context()) == "unchanged"
     assert fake.calls_to("chat.update") == []
     note = EscalatedNote(owner="queue-owner", by="U012ALICE", at=EXAMPLE_NOW)
-    change = lambda c: c.model_copy(update={"escalated": note})  # noqa: E731
+    change = lambda c: c.with_slot(EscalationSlot(note=note))  # noqa: E731
     assert store.update_if_changed(CHANNEL, posted.ts, change) == "updated"
     assert store.update_if_changed(CHANNEL, posted.ts, change) == "unchanged"
     [update] = fake.calls_to("chat.update")

@@ -34,9 +34,9 @@ def test_shell_answers_a_layer_4_and_a_layer_5_run_with_phase_and_owner() -> Non
     done = taubot("shell", "--demo", stdin="/tau status llama-ft-queued\n/tau status llama-ft-oom\n")
     assert done.returncode == 0, done.stderr
     queued, oom = cards(done.stdout)
-    assert "First incomplete: Kueue admission ⏳ pending · layer 4" in queued
+    assert "⏳ First incomplete: Kueue admission (pending)" in queued and "layer 4: Queue admission" in queued
     assert "Owner: queue-owner" in queued and "[1] Escalate to queue-owner" in queued
-    assert "First incomplete: Container start ⚠️ warning · layer 5" in oom
+    assert "⚠️ First incomplete: Container start (warning)" in oom and "layer 5: " in oom
     assert "OOMKilled" in oom and "Owner: researcher" in oom
     assert "Traceback" not in done.stdout + done.stderr
 
@@ -86,7 +86,7 @@ def test_demo_plays_status_watch_and_escalation_and_exits_zero() -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "First incomplete: Kueue admission" in out and "First incomplete: RayCluster" in out
-    assert "First incomplete: Submitted ⚠️ warning · layer 3" in out
+    assert "⚠️ First incomplete: Submitted (warning)" in out and "layer 3: " in out
     assert "the run finished (succeeded)" in out
     assert "📣 Escalation for queue-owner" in out
     assert "🚨 Auto-posted by taubot: stalled at Image pull" in out and "Mute 24 h" in out

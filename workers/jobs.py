@@ -31,6 +31,7 @@ from rq.job import Job
 
 from workers.contracts.requests import (
     ClusterRequest,
+    DetailsRequest,
     EscalateRequest,
     LogsRequest,
     MuteRequest,
@@ -40,7 +41,18 @@ from workers.contracts.requests import (
     ValidateRequest,
     WorkspaceRequest,
 )
-from workers.flows import cluster, escalation, failure, logs, mute, node_validation, status, validate, watch
+from workers.flows import (
+    cluster,
+    details,
+    escalation,
+    failure,
+    logs,
+    mute,
+    node_validation,
+    status,
+    validate,
+    watch,
+)
 from workers.metrics import ESCALATIONS, counted
 from workers.services import current
 
@@ -100,6 +112,13 @@ def mute_job(request: dict[str, Any]) -> str:
     """A *Mute 24 h* press on an auto-post."""
     services = current()
     return mute.run_mute(services, MuteRequest.model_validate(request), now=services.clock.now())
+
+
+@counted("details")
+def details_job(request: dict[str, Any]) -> str:
+    """A *Details* press on a phase card."""
+    services = current()
+    return details.run_details(services, DetailsRequest.model_validate(request))
 
 
 @counted("watch-tick")
@@ -181,6 +200,7 @@ def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
         log.exception("watch tick %s: failure callback could not end the watch", job.id)
 
 
-__all__ = ["META_ABANDONED_RERUN", "cluster_job", "escalate_job", "logs_job", "mute_job", "on_job_failure",
+__all__ = ["META_ABANDONED_RERUN", "cluster_job", "details_job", "escalate_job", "logs_job", "mute_job",
+           "on_job_failure",
            "on_tick_failure", "rerun_abandoned_status", "validate_nodes_press_job",
            "status_job", "stop_job", "watch_tick", "workspace_job"]

@@ -13,18 +13,29 @@ only when the hash moved.
 
 The hash covers everything a reader sees except fields each card kind
 declares volatile (a watched card's "updated 10:02:05").
+
+A phase card's *Details* button is the store's too: the button must name the
+message it is on (a press anywhere else is refused), and only the store
+knows that message — so `post` signs a fresh record id into the button,
+and once Slack answers records where the card landed under that id; every
+edit keeps the button. A press then finds the card's current context (its
+`details`) through that record, never through what Slack echoes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import redis
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from workers.contracts.ids import DETAILS_ACTION
+from workers.contracts.signing import sign_id
+from workers.render.buttons import CardButton
 from workers.render.cards import (
     ErrorCardContext,
     GroupCardContext,
@@ -38,11 +49,14 @@ from workers.render.cards import (
     render_phase_card,
     render_workspace_card,
 )
+from workers.render.slots import VOLATILE
 from workers.surfaces.base import Failed, Sent, Surface
 
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "taubot:card:"
+DETAILS_PREFIX = "taubot:details:"
+DETAILS_LABEL = "📋 Details"
 LOCK_TIMEOUT_SECONDS = 60
 LOCK_WAIT_SECONDS = 30
 UPDATE_MAX_WAIT_SECONDS = 5.0
@@ -52,12 +66,12 @@ CardContext = (PhaseCardContext | WorkspaceCardContext | ErrorCardContext | Logs
 Outcome = Literal["unchanged", "updated", "deferred", "gone", "missing"]
 
 
-KINDS: dict[type[BaseModel], tuple[str, Callable[..., RenderedCard], frozenset[str]]] = {
-    PhaseCardContext: ("phase", render_phase_card, frozenset({"watch_updated"})),
-    WorkspaceCardContext: ("workspace", render_workspace_card, frozenset()),
-    ErrorCardContext: ("error", render_error_card, frozenset()),
-    LogsCardContext: ("logs", render_logs_card, frozenset()),
-    GroupCardContext: ("group", render_group_card, frozenset()),
+KINDS: dict[type[BaseModel], tuple[str, Callable[..., RenderedCard], dict[str, Any]]] = {
+    PhaseCardContext: ("phase", render_phase_card, VOLATILE),
+    WorkspaceCardContext: ("workspace", render_workspace_card, {}),
+    ErrorCardContext: ("error", render_error_card, {}),
+    LogsCardContext: ("logs", render_logs_card, {}),
+    GroupCardContext: ("group", render_group_card, VOLATILE),
 }
 MODELS: dict[str, type[BaseModel]] = {name: model for model, (name, _, _) in KINDS.items()}
 
@@ -65,7 +79,7 @@ MODELS: dict[str, type[BaseModel]] = {name: model for model, (name, _, _) in KIN
 def context_hash(context: BaseModel) -> str:
     """What a reader sees, minus the kind's volatile fields: equal hashes mean "do not re-send"."""
     _, _, volatile = KINDS[type(context)]
-    data = context.model_dump_json(exclude=set(volatile))
+    data = context.model_dump_json(exclude=volatile)
     return hashlib.sha256(f"{type(context).__name__}:{data}".encode()).hexdigest()
 
 
@@ -88,31 +102,79 @@ class PostedCard(BaseModel):
         return MODELS[self.kind].model_validate(self.context)
 
 
+class DetailsRecord(BaseModel):
+    """Where the card a *Details* button was offered on is (its value is this record's signed id)."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None = None
+
+
 def card_key(channel: str, ts: str) -> str:
     return f"{KEY_PREFIX}{channel}:{ts}"
+
+
+def details_button(key: bytes | None) -> tuple[CardButton | None, str | None]:
+    """A fresh *Details* button and its record id (none without a signing key: no buttons)."""
+    if key is None:
+        return None, None
+    record_id = secrets.token_urlsafe(18)
+    return CardButton(action_id=DETAILS_ACTION, text=DETAILS_LABEL, value=sign_id(key, record_id)), record_id
+
+
+def _keep_details_button(old: BaseModel, new: BaseModel) -> BaseModel:
+    """An edit keeps the card's *Details* button (a watch tick builds a fresh context without it)."""
+    if (isinstance(old, PhaseCardContext) and isinstance(new, PhaseCardContext) and new.details is not None
+            and new.details_button is None and old.details_button is not None):
+        return new.model_copy(update={"details_button": old.details_button})
+    return new
 
 
 class CardStore:
     """Cards in Redis (kept ``ttl`` seconds) and the surface they live on."""
 
-    def __init__(self, conn: redis.Redis, surface: Surface, *, ttl: int) -> None:
+    def __init__(self, conn: redis.Redis, surface: Surface, *, ttl: int, key: bytes | None = None) -> None:
         self.conn = conn
         self.surface = surface
         self.ttl = ttl
+        self.key = key  # signs *Details* buttons (None: phase cards get none)
 
     def load(self, channel: str, ts: str) -> PostedCard | None:
+        """The stored card, or None — also for one stored by an older taubot whose context no
+        longer validates (an edit then finds it "missing", as if it had expired)."""
         raw = self.conn.get(card_key(channel, ts))
-        return PostedCard.model_validate_json(raw) if raw else None
+        if not raw:
+            return None
+        try:
+            card = PostedCard.model_validate_json(raw)
+            card.model()
+        except (ValidationError, KeyError) as exc:
+            log.warning("stored card %s:%s no longer readable, treated as missing: %s", channel, ts, exc)
+            return None
+        return card
+
+    def details_record(self, record_id: str) -> DetailsRecord | None:
+        raw = self.conn.get(DETAILS_PREFIX + record_id)
+        return DetailsRecord.model_validate_json(raw) if raw else None
 
     def _save(self, card: PostedCard) -> None:
         self.conn.set(card_key(card.channel, card.ts), card.model_dump_json(), ex=self.ttl)
 
     def post(self, channel: str, context: BaseModel, *, thread_ts: str | None = None) -> PostedCard | Failed:
-        """Post a new card and remember it; a failure to post is the caller's outcome to handle."""
+        """Post a new card and remember it; a failure to post is the caller's outcome to handle.
+        A phase card with details gets its *Details* button here (see the module docstring)."""
+        details_id = None
+        if (isinstance(context, PhaseCardContext) and context.details is not None
+                and context.details_button is None):
+            button, details_id = details_button(self.key)
+            context = context.model_copy(update={"details_button": button})
         card = render(context)
         sent = self.surface.post(channel, card.text, card.blocks, thread_ts=thread_ts)
         if isinstance(sent, Failed):
             return sent
+        if details_id is not None:
+            record = DetailsRecord(channel=sent.channel, ts=sent.ts, thread_ts=thread_ts)
+            self.conn.set(DETAILS_PREFIX + details_id, record.model_dump_json(), ex=self.ttl)
         posted = PostedCard(channel=sent.channel, ts=sent.ts, thread_ts=thread_ts,
                             kind=KINDS[type(context)][0], context=context.model_dump(mode="json"),
                             hash=context_hash(context))
@@ -139,7 +201,8 @@ class CardStore:
             card = self.load(channel, ts)
             if card is None:
                 return "missing"
-            new = change(card.model())
+            old = card.model()
+            new = _keep_details_button(old, change(old))
             digest = context_hash(new)
             if digest == card.hash:
                 return "unchanged"
@@ -160,4 +223,5 @@ class CardStore:
             return "updated"
 
 
-__all__ = ["CardStore", "PostedCard", "card_key", "context_hash", "render"]
+__all__ = ["DETAILS_LABEL", "CardStore", "DetailsRecord", "PostedCard", "card_key", "context_hash",
+           "details_button", "render"]

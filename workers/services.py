@@ -80,7 +80,8 @@ class Services:
     def __post_init__(self) -> None:
         if self.descriptors is None:
             self.descriptors = DescriptorSource(self.settings.workspaces_dir)
-        self.cards = CardStore(self.redis, self.surface, ttl=self.settings.diagnosis_ttl_seconds)
+        self.cards = CardStore(self.redis, self.surface, ttl=self.settings.diagnosis_ttl_seconds,
+                               key=self.settings.button_key())
 
     @property
     def registry(self) -> Registry:

@@ -57,8 +57,8 @@ def test_rewording_every_summary_changes_no_decision(name: str) -> None:
     thresholds = Thresholds()
     assert classify(other, objs, now, thresholds) == classify(d, objs, now, thresholds)
     assert needs_events(other) == needs_events(d)
-    assert (build_phase_card(other, workspace="vision", operator_hints_allowed=False).fields
-            == build_phase_card(d, workspace="vision", operator_hints_allowed=False).fields)  # "Kind" among them
+    assert (build_phase_card(other, workspace="vision", operator_hints_allowed=False).header
+            == build_phase_card(d, workspace="vision", operator_hints_allowed=False).header)  # "Kind" among them
 
 
 def test_every_result_carries_a_reason_code_of_the_form_area_what() -> None:

@@ -17,6 +17,7 @@ from workers.render.cards import (
     build_error_card,
     build_phase_card,
     build_workspace_card,
+    render_details,
     render_error_card,
     render_phase_card,
     render_workspace_card,
@@ -52,66 +53,96 @@ def card_text(blocks: list[dict]) -> str:
     return "\n".join(out)
 
 
+def details_text(context) -> str:
+    """What *Details* posts in the thread for this card (rendered and validated as Slack gets it)."""
+    details = render_details(context.details)
+    assert block_errors(details.blocks) == []
+    return card_text(details.blocks)
+
+
 def test_admission_card_shows_tree_focus_owner_and_what_admission_does_not_prove() -> None:
     d = diagnose_example("l4-job-waiting-for-quota", "llama-ft-7b")
-    card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False))
+    context = build_phase_card(d, workspace="vision", operator_hints_allowed=False)
+    card = render_phase_card(context)
     text = card_text(card.blocks)
     assert block_errors(card.blocks) == []
     assert "🔎 llama-ft-7b · Job" in text
-    assert "*Workspace*\n`vision`" in text and "*Namespace*\n`team-vision`" in text
-    assert "✅ *Submitted*" in text
-    assert "⏳ *Kueue admission* — 0/1 admitted queue=team-a" in text
-    assert "➖ *RayCluster*" in text and "➖ *RayJob status*" in text
-    assert "*First incomplete: Kueue admission* ⏳ pending · layer 4" in text
-    assert "◀ *first incomplete*" in text
+    assert "workspace `vision`" in text and "namespace `team-vision`" in text
+    # The condensed tree: done phases on one line, the first incomplete with its summary, the
+    # phases waiting behind it on one line (SPEC §7).
+    assert "✅ Done: Submitted" in text
+    assert "⏳ *First incomplete: Kueue admission* (pending) — 0/1 admitted queue=team-a" in text
+    assert "➖ Skipped: RayCluster · DRA · RayJob" in text
+    assert "Waiting behind it: ⏳ Scheduling · ⏳ Image pull · ⏳ Init · ⏳ Start · ⏳ Ready" in text
+    assert "layer 4: Queue admission and quota" in text
     assert "insufficient unused quota" in text  # the evidence
-    assert "admitted is not running" in text  # what layer 4 does not prove
-    assert "*Owner*\nqueue-owner" in text
-    assert "*Transient*\nyes" in text
+    assert "*Owner:* queue-owner" in text
+    assert "*Transient:* yes" in text
     assert "`tau run status llama-ft-7b`" in text
+    assert text.count("waiting on Kueue admission") == 0  # five phases no longer say it on the card
     assert "kubectl" not in text  # no operator hints without the access review
     assert card.text.startswith("llama-ft-7b: Kueue admission")
+    # Moved to *Details*: the full tree and what layer 4 does not prove.
+    more = details_text(context)
+    assert "✅ *Submitted*" in more and "➖ *RayCluster*" in more and "➖ *RayJob status*" in more
+    assert "⏳ *Kueue admission* — 0/1 admitted queue=team-a" in more
+    assert "admitted is not running" in more
+    assert "insufficient unused quota" in more
+    assert "kubectl" not in more
 
 
 def test_operator_hints_only_when_allowed() -> None:
     d = diagnose_example("l4-job-waiting-for-quota", "llama-ft-7b")
-    shown = card_text(render_phase_card(
-        build_phase_card(d, workspace="vision", operator_hints_allowed=True)).blocks)
+    context = build_phase_card(d, workspace="vision", operator_hints_allowed=True)
+    shown = details_text(context)  # in *Details*, for those allowed as before
     assert "kubectl get workload -n team-vision" in shown
     assert "kubectl describe clusterqueue &lt;cluster-queue-name&gt;" in shown
+    assert "kubectl" not in card_text(render_phase_card(context).blocks)
 
 
 def test_crashloop_rayjob_card() -> None:
     d = diagnose_example("l5-rayjob-head-crashloop", "ray-pretrain-13b")
-    card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False,
-                                              watch=True, run_profile=True))
+    context = build_phase_card(d, workspace="vision", operator_hints_allowed=False, watch=True, run_profile=True)
+    card = render_phase_card(context)
     text = card_text(card.blocks)
     assert "🔎 ray-pretrain-13b · RayJob" in text
-    assert "⚠️ *RayCluster*" in text
-    assert "*First incomplete: RayCluster* ⚠️ warning · layer 5" in text
+    assert "⚠️ *First incomplete: RayCluster* (warning) — " in text and "layer 5:" in text
     assert "CrashLoopBackOff" in text and "No module named 'flash_attn'" in text
-    assert "a Running pod means containers started, not progress" in text
-    assert "*Owner*\nresearcher" in text and "*Transient*\nno" in text
+    assert "*Owner:* researcher" in text and "*Transient:* no" in text
+    # The pod-level cause RayCluster borrows is named once, not again as its own line.
+    assert text.count("1/3 pods: ray-head CrashLoopBackOff") == 1
+    assert "⚠️ Start" in text  # …but its state is still shown behind the first incomplete
     # The watch footer and Stop button come from the watch flow, not from a plain card.
     assert "Watching" not in text and not [b for b in card.blocks if b["type"] == "actions"]
     assert "`--run-profile`: no GPU telemetry" in text
+    assert "a Running pod means containers started, not progress" in details_text(context)
 
 
 def test_every_phase_state_has_its_emoji() -> None:
     d = diagnose_example("l5-rayjob-head-crashloop", "ray-pretrain-13b")
-    text = card_text(render_phase_card(
-        build_phase_card(d, workspace=None, operator_hints_allowed=False)).blocks)
+    text = details_text(build_phase_card(d, workspace=None, operator_hints_allowed=False))
     for phase in d.phases:
         assert f"{STATE_EMOJI[phase.state]} *{phase.name}*" in text
 
 
 def test_all_done_card() -> None:
     d = diagnose_example("l7-job-running-healthy", "resnet-sweep-3")
-    text = card_text(render_phase_card(
-        build_phase_card(d, workspace="vision", operator_hints_allowed=False)).blocks)
+    context = build_phase_card(d, workspace="vision", operator_hints_allowed=False)
+    text = card_text(render_phase_card(context).blocks)
     assert "*Every phase is done or skipped* · next is layer 7" in text
-    assert "*Transient*\n—" in text
-    assert "Running container proves progress" in text
+    assert "*Transient:* —" in text
+    assert "Running container proves progress" in details_text(context)
+
+
+def test_a_succeeded_run_says_so_and_what_its_evidence_is_not_what_to_check() -> None:
+    d = diagnose_example("l7-job-succeeded", "clip-eval-2")
+    context = build_phase_card(d, workspace="vision", operator_hints_allowed=False)
+    text = card_text(render_phase_card(context).blocks)
+    assert "✅ clip-eval-2 · Job" in text and "*The run succeeded*" in text
+    assert "*Evidence:* the Job's status says it completed" in text
+    assert "check" not in text.lower() and "/tau logs" not in text
+    assert "OOMKilled" not in text  # an earlier attempt's ✔ row is not on the first screen…
+    assert "trainer OOMKilled (exit 137)" in details_text(context)  # …but is never lost
 
 
 HOSTILE = ("<!channel> <!here> <@U123> <#C999> <!subteam^S1> <https://evil.example|click> "
@@ -165,12 +196,13 @@ def test_unreachable_layers_are_not_shown_as_failures() -> None:
     from workers.collect.investigate import unreachable_diagnosis
 
     d = unreachable_diagnosis("r", "team-vision", report)
-    text = card_text(render_phase_card(
-        build_phase_card(d, workspace="vision", operator_hints_allowed=False)).blocks)
-    assert "*First incomplete: Workspace connection*" in text
+    context = build_phase_card(d, workspace="vision", operator_hints_allowed=False)
+    text = card_text(render_phase_card(context).blocks)
+    assert "*First incomplete: Workspace connection* · layer 1" in text
+    assert text.count("API server: unavailable") == 1  # the same evidence line is shown once
     assert "Layers 2–8 were not checked" in text and "unreachable, not failing" in text
-    assert "⚠️ *Pod scheduling*" not in text
-    assert "*Owner*\nplatform" in text
+    assert "Pod scheduling" not in text and "Pod scheduling" not in details_text(context)
+    assert "*Owner:* platform" in text
 
 
 def test_error_card() -> None:
@@ -229,8 +261,11 @@ def test_gpu_profile_on_the_card_shows_observed_values_and_real_zero() -> None:
                        fb_used=70000, node=node)], hostname=node)
     profile = build_profile([pod], {}, {node: body}, False, None)
     d = diagnose_example("l7-job-running-healthy", "resnet-sweep-3")
-    text = card_text(render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False,
-                                                        run_profile=True, profile=profile)).blocks)
+    context = build_phase_card(d, workspace="vision", operator_hints_allowed=False, run_profile=True,
+                               profile=profile)
+    first = card_text(render_phase_card(context).blocks)
+    assert "GPU run profile in *Details*" in first and "43.5" in first  # the headline on the card
+    text = details_text(context)  # every key in *Details*
     assert "*GPU run profile*" in text
     assert "`gpu_activity`: active" in text
     assert "`gpu_utilization`:" in text and "43.5" in text and "87" in text

@@ -24,6 +24,7 @@ from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.live.conftest import workspace_objects, write_descriptor
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp, example_objects, taubot_worker
+from .details import details_of
 from .test_cards import card_text
 
 
@@ -66,18 +67,22 @@ def test_job_stuck_in_admission(slack_app: SlackApp) -> None:
         assert card["thread_ts"] == parent["ts"]
         text = card_text(card["blocks"])
         assert "🔎 llama-ft-7b · Job" in text
-        assert "*Workspace*\n`vision`" in text
-        assert "✅ *Submitted*" in text
-        assert "⏳ *Kueue admission* — 0/1 admitted queue=team-a reason=Pending" in text
-        assert "⏳ *Pod scheduling* — no pods yet" in text
-        assert "*First incomplete: Kueue admission* ⏳ pending · layer 4" in text
+        assert "workspace `vision`" in text
+        assert "✅ Done: Submitted" in text
+        assert "⏳ *First incomplete: Kueue admission* (pending) — 0/1 admitted queue=team-a reason=Pending" in text
+        assert "layer 4: Queue admission and quota" in text
+        assert "Waiting behind it: ⏳ Scheduling" in text
         assert "insufficient unused quota for nvidia.com/gpu" in text
-        assert "admitted is not running" in text
-        assert "*Owner*\nqueue-owner" in text
-        assert "*Next action*\nThe queue has no free quota" in text
+        assert "*Owner:* queue-owner" in text
+        assert "*Next:* The queue has no free quota" in text
         assert "`tau run status llama-ft-7b`" in text
-        # Alice passes the cluster-wide access review, so she sees the operator commands.
-        assert "kubectl get workload -n team-vision" in text
+        # Moved to *Details* (issue 27): the full tree, what layer 4 does not prove, and — Alice
+        # passes the cluster-wide access review — the operator commands.
+        more = details_of(slack_app, card)
+        assert "✅ *Submitted*" in more and "⏳ *Pod scheduling* — no pods yet" in more
+        assert "⏳ *Kueue admission* — 0/1 admitted queue=team-a reason=Pending" in more
+        assert "admitted is not running" in more
+        assert "kubectl get workload -n team-vision" in more
         assert_impersonated_alice(emu)
         reviews = [r for r in emu.requests if r.path.endswith("/selfsubjectaccessreviews")]
         assert any(r.body["spec"]["resourceAttributes"] == {
@@ -96,17 +101,19 @@ def test_crash_looping_rayjob_with_hostile_pod_message(slack_app: SlackApp) -> N
         _, card = parent_and_card(slack_app)
         text = card_text(card["blocks"])
         assert "🔎 ray-pretrain-13b · RayJob" in text
-        assert "✅ *Kueue admission*" in text
-        assert "⚠️ *RayCluster*" in text and "◀ *first incomplete*" in text
-        assert "⚠️ *Container start*" in text
-        assert "*First incomplete: RayCluster* ⚠️ warning · layer 5" in text
+        assert "✅ Done: Submitted · Admission" in text
+        assert "⚠️ *First incomplete: RayCluster* (warning)" in text and "layer 5:" in text
+        assert "⚠️ Start" in text
         assert "CrashLoopBackOff" in text
-        assert "a Running pod means containers started, not progress" in text
-        assert "*Owner*\nresearcher" in text and "*Transient*\nno" in text
+        assert "*Owner:* researcher" in text and "*Transient:* no" in text
         assert "/tau logs ray-pretrain-13b --previous" in text
         # No dcgm-exporter runs in this emulated cluster: the profile says so, never a zero.
-        assert "*GPU run profile*" in text and "`gpu_utilization`: unavailable" in text
-        assert "`cuda_compute_process`: unavailable" in text
+        assert "GPU run profile in *Details*" in text and "`gpu_utilization`: unavailable" in text
+        more = details_of(slack_app, card)  # moved to *Details* (issue 27)
+        assert "⚠️ *RayCluster*" in more and "◀ *first incomplete*" in more
+        assert "⚠️ *Container start*" in more and "✅ *Kueue admission*" in more
+        assert "a Running pod means containers started, not progress" in more
+        assert "*GPU run profile*" in more and "`cuda_compute_process`: unavailable" in more
         raw = json.dumps(card["blocks"], ensure_ascii=False) + card["text"]
         for markup in ("<!channel>", "<@U123>", "<https://", "<!here>"):
             assert markup not in raw
@@ -122,7 +129,7 @@ def test_unknown_workspace_is_a_layer_one_card_not_a_failure(slack_app: SlackApp
         text = card_text(card["blocks"])
         assert "*First incomplete: Workspace connection*" in text
         assert 'no workspace connection named "nosuch"' in text
-        assert "*Owner*\nresearcher" in text
+        assert "*Owner:* researcher" in text
         assert "Layers 2–8 were not checked" in text
 
 

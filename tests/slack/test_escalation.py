@@ -21,10 +21,11 @@ import yaml
 from tests.fakes.kube_api import running_emulator
 from tests.fakes.slack_signing import block_action_body
 from tests.live.conftest import workspace_objects, write_descriptor
-from workers.contracts.ids import ESCALATE_ACTION
+from workers.contracts.ids import DETAILS_ACTION, ESCALATE_ACTION
 from workers.flows.escalation import SUBMITTED_BY_ANNOTATION
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SECRET, SlackApp, example_objects
+from .details import action_ids
 from .test_cards import card_text
 from .test_end_to_end import cluster, parent_and_card
 
@@ -128,7 +129,7 @@ def test_press_posts_handoff_notes_thread_updates_card_once(app: SlackApp) -> No
 
         updated = app.fake.message(CHANNEL, card["ts"])
         assert updated is not None and "edited" in updated
-        assert not [b for b in updated["blocks"] if b["type"] == "actions"]
+        assert action_ids(updated["blocks"]) == {DETAILS_ACTION}  # Escalate is gone, Details stays
         assert f"📣 Escalated to *platform* by <@{ALICE}> at <!date^" in card_text(updated["blocks"])
 
         [line] = audit_lines(app)
@@ -234,7 +235,7 @@ def test_no_dead_end_button_without_a_known_submitter_the_card_says_why(app: Sla
     """Issue 15: a button is shown only when pressing it can work."""
     with cluster(app, _crashloop_with(None)):
         _, card = status_card(app, "ray-pretrain-13b")
-        assert not [b for b in card["blocks"] if b["type"] == "actions"]
+        assert ESCALATE_ACTION not in action_ids(card["blocks"])
         assert "carries no `taugrid.io/submitted-by` annotation" in card_text(card["blocks"])
         assert not [m for m in app.fake.messages() if m["channel"].startswith("D")]
         assert audit_lines(app) == []
@@ -243,7 +244,7 @@ def test_no_dead_end_button_without_a_known_submitter_the_card_says_why(app: Sla
 def test_no_escalate_button_for_an_owner_without_a_route(app: SlackApp) -> None:
     with cluster(app, example_objects("l5-job-unschedulable-gpu")):
         _, card = status_card(app, "llama-ft-7b")
-        assert not [b for b in card["blocks"] if b["type"] == "actions"]
+        assert ESCALATE_ACTION not in action_ids(card["blocks"])
         assert "no escalation channel is configured for it" in card_text(card["blocks"])
 
 
@@ -259,18 +260,18 @@ def test_healthy_run_has_nothing_to_hand_off(app: SlackApp) -> None:
                 f"2026-11-30T10:{20 + i}:00.000000000Z {{'loss': {2 - i / 10}, 'grad_norm': 1.2, "
                 f"'learning_rate': 4e-05, 'epoch': {i / 10}}}\n" for i in range(9))
         _, card = status_card(app, "resnet-sweep-3")
-        assert not [b for b in card["blocks"] if b["type"] == "actions"]
-        assert "🔄 *Runtime progress* (layer 7) — loss 1.2 (falling) at 2026-11-30 10:28:00Z" in card_text(
-            card["blocks"])
+        assert ESCALATE_ACTION not in action_ids(card["blocks"])
+        assert "🔄 *First incomplete: Runtime progress* (active) — loss 1.2 (falling) at 2026-11-30 10:28:00Z" in (
+            card_text(card["blocks"]))
 
 
 def test_a_running_job_silent_for_an_hour_is_a_stall_handed_to_the_researcher(app: SlackApp) -> None:
     with cluster(app, example_objects("l7-job-running-healthy")):
         _, card = status_card(app, "resnet-sweep-3")
         text = card_text(card["blocks"])
-        assert "⚠️ *Runtime progress* (layer 7) — no log output since" in text
-        assert "*First incomplete: Runtime progress* ⚠️ warning · layer 7" in text
-        assert "Owner*\nresearcher" in text
+        assert "⚠️ *First incomplete: Runtime progress* (warning) — no log output since" in text
+        assert "layer 7: Runtime progress" in text
+        assert "*Owner:* researcher" in text
 
 
 def test_unmapped_clicker_is_refused_before_anything_is_queued(app: SlackApp) -> None:

@@ -27,7 +27,7 @@ PIECES = ["<!channel>", "<!here>", "<@U012ALICE>", "<#C0PLATFORM>", "<!subteam^S
           "\u200b", "\u202e", "\u2066", "\u2028✅ fake", "*bold*", "_it_", "~s~", "`", ">quote", "\n> quoted",
           "x" * 50, "\ufeff", "😀", "🇺🇸", "e\u0301"]
 OUR_LINE_STARTS = ("✅ *", "🔄 *", "⏳ *", "⚠️ *", "➖ *", "*", "•", "```", "Layers ", "2/", "1/", "0/",
-                   "`", "📣", "👀", "⏹️", "🚨", "🔕", "diagnosed", "_")
+                   "`", "📣", "👀", "⏹️", "🚨", "🔕", "diagnosed", "_", "✅ Done: ", "➖ Skipped: ", "📈 ")
 
 
 def corpus(n: int, seed: int = 1515) -> list[str]:
@@ -87,7 +87,7 @@ def test_generated_hostile_strings_never_mention_link_or_forge_a_line() -> None:
 def test_a_termination_message_with_a_line_break_stays_on_its_line() -> None:
     d = evaluate(hostile_run("ModuleNotFoundError: x\n✅ *Ready* — every phase done"), "llama-ft-7b", EXAMPLE_NOW)
     card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False))
-    tree = next(b["text"]["text"] for b in card.blocks if "*Container start*" in json.dumps(b))
+    tree = next(b["text"]["text"] for b in card.blocks if "Container start*" in json.dumps(b))
     assert "⏎" in tree
     assert [line for line in tree.split("\n") if line.startswith("✅ *Ready* — every phase done")] == []
 
@@ -110,6 +110,6 @@ def test_hostile_strings_end_to_end_at_the_fake_slack(slack_app: SlackApp) -> No
             raw = json.dumps(blocks, ensure_ascii=False) + str(card.params.get("text"))
             for bad in ("<!", "<@", "<#", "<http", "<https"):
                 assert bad not in raw, (bad, text[:80])
-            assert "*Container start*" in raw
+            assert "*First incomplete: Container start*" in raw
             forged = [line for line in card_lines(blocks) if line.startswith(("✅ *Ready* — every", "⚠️ *Owner*"))]
             assert forged == [], text[:80]

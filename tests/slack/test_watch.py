@@ -193,7 +193,7 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
         start_watch(app)
         ts, message = card(app)
         text = card_text(message["blocks"])
-        assert "*First incomplete: Kueue admission* ⏳ pending" in text
+        assert "⏳ *First incomplete: Kueue admission* (pending)" in text
         assert "👀 *Watching* every 5 s until" in text and has_stop_button(message)
         assert "last refreshed 10:30:00 UTC" in text  # the test clock's time, not a promise
 
@@ -207,7 +207,7 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
         tick(app)
         assert len(updates(app)) == 1
         text = card_text(app.fake.message(CHANNEL, ts)["blocks"])  # type: ignore[index]
-        assert "✅ *Kueue admission*" in text and "*First incomplete: Pod scheduling*" in text
+        assert "✅ Done: Submitted · Admission" in text and "*First incomplete: Pod scheduling*" in text
         # Pending since before the watch began (3 ticks of 5 s ago): its true start is unknown.
         assert replies(app) == ["*Kueue admission*: pending → done after at least 15s"]
 
@@ -219,7 +219,7 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
         assert len(updates(app)) == 2
         message = app.fake.message(CHANNEL, ts)
         text = card_text(message["blocks"])  # type: ignore[index]
-        assert "✅ *Pod scheduling*" in text and "✅ *Container start*" in text
+        assert "✅ Done: Submitted · Admission · Scheduling" in text and "Start · Ready" in text
         assert has_stop_button(message)  # type: ignore[arg-type]
         lines = replies(app)
         for phase in ("Kueue admission", "Pod scheduling", "Image pull", "Container start", "Ready"):
@@ -232,6 +232,8 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
         message = app.fake.message(CHANNEL, ts)
         text = card_text(message["blocks"])  # type: ignore[index]
         assert "⏹️ *Watching stopped*" in text and "the run finished (succeeded)" in text
+        assert "*The run succeeded*" in text  # issue 27: the card says so, not what to check
+        assert "check the driver" not in text
         assert not has_stop_button(message)  # type: ignore[arg-type]
         assert scheduled(app) == [] and app.queue.count == 0
         assert app.redis.get(owner_key(watch_id(CHANNEL, RUN))) is None
@@ -299,7 +301,7 @@ def test_rate_limited_update_is_retried_once_after_retry_after(app: SlackApp) ->
         tick(app)
         calls = app.fake.calls_to("chat.update")
         assert [c.status for c in calls] == [429, 200]  # slack_sdk waited Retry-After, then retried
-        assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
+        assert "✅ Done: Submitted · Admission" in card_text(card(app)[1]["blocks"])
 
 
 def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
@@ -322,7 +324,7 @@ def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
         apply(emu, admitted())
         tick(app)
         assert len(updates(app)) == 1
-        assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
+        assert "✅ Done: Submitted · Admission" in card_text(card(app)[1]["blocks"])
         assert [r.split(" after ")[0] for r in replies(app)] == ["*Kueue admission*: pending → done"]
         state = load_state(app.redis, wid)
         assert state is not None and state.tick == 2 and state.stopped is None
@@ -347,7 +349,7 @@ def test_watch_resumes_within_two_intervals_after_the_scheduler_process_dies(app
             apply(emu, admitted())
             make_next_tick_due(app)
             wait_for_tick(app, wid, 2, "a restarted scheduler to run the due tick", timeout=30)
-        assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
+        assert "✅ Done: Submitted · Admission" in card_text(card(app)[1]["blocks"])
 
 
 def test_a_new_worker_takes_over_scheduling_from_a_killed_one_within_two_intervals(app: SlackApp) -> None:
@@ -366,7 +368,7 @@ def test_a_new_worker_takes_over_scheduling_from_a_killed_one_within_two_interva
         make_next_tick_due(app)
         with taubot_worker():
             wait_for_tick(app, wid, 2, "the new worker's scheduler to run the due tick", timeout=30)
-        assert "✅ *Kueue admission*" in card_text(card(app)[1]["blocks"])
+        assert "✅ Done: Submitted · Admission" in card_text(card(app)[1]["blocks"])
 
 
 def test_a_paced_card_holds_a_slot_before_its_next_tick_and_sends_then_without_asking_again(
@@ -399,7 +401,7 @@ def test_a_paced_card_holds_a_slot_before_its_next_tick_and_sends_then_without_a
         assert pacer.try_acquire("chat.update", "C0ELSEWHERE") > 0
         tick(app, seconds=0)
         [update] = updates(app)
-        assert update.params["ts"] == ts and "✅ *Kueue admission*" in card_text(app.fake.message(
+        assert update.params["ts"] == ts and "✅ Done: Submitted · Admission" in card_text(app.fake.message(
             CHANNEL, ts)["blocks"])
         state = load_state(app.redis, watch_id(CHANNEL, RUN))
         assert state is not None and state.tick == 1 and state.deferrals == 0 and not state.reserved
@@ -432,7 +434,7 @@ def test_a_tick_whose_slot_is_past_its_next_tick_does_not_wait_and_the_next_tick
         tick(app)
         [update] = updates(app)
         assert update.params["ts"] == ts
-        assert "✅ *Kueue admission*" in card_text(app.fake.message(CHANNEL, ts)["blocks"])
+        assert "✅ Done: Submitted · Admission" in card_text(app.fake.message(CHANNEL, ts)["blocks"])
 
 
 def test_stop_pressed_from_another_channel_or_message_stops_nothing(app: SlackApp) -> None:

@@ -29,8 +29,9 @@ ESCALATE_ACTION = "taubot_escalate"
 MUTE_ACTION = "taubot_mute"
 VALIDATE_NODES_ACTION = "taubot_validate_nodes"
 STOP_WATCHING_ACTION = "stop_watching"
+DETAILS_ACTION = "taubot_details"  # issue 27: the rest of a phase card, posted in its thread
 
 
-__all__ = ["ESCALATE_ACTION", "MUTE_ACTION", "RECORD_ID", "SLACK_CHANNEL", "SLACK_USER",
+__all__ = ["DETAILS_ACTION", "ESCALATE_ACTION", "MUTE_ACTION", "RECORD_ID", "SLACK_CHANNEL", "SLACK_USER",
            "STOP_WATCHING_ACTION", "VALIDATE_NODES_ACTION", "WATCH_ID",
            "SlackChannelId", "SlackUserId", "watch_id"]

@@ -129,6 +129,13 @@ class MuteRequest(RecordPressRequest):
     verb: ClassVar[str] = "mute"
 
 
+class DetailsRequest(RecordPressRequest):
+    """*Details* on a phase card (issue 27): the rest of the card, posted in its thread."""
+
+    job: ClassVar[str] = f"{JOBS}.details_job"
+    verb: ClassVar[str] = "details"
+
+
 class StopRequest(BaseModel):
     """A Stop watching press: who pressed, and as whom they act (None when unmapped)."""
 
@@ -148,8 +155,9 @@ class StopRequest(BaseModel):
 
 
 Request = (StatusRequest | WorkspaceRequest | LogsRequest | ClusterRequest | EscalateRequest
-           | StopRequest | MuteRequest | ValidateNodesRequest)
+           | StopRequest | MuteRequest | ValidateNodesRequest | DetailsRequest)
 
-__all__ = ["ClusterRequest", "CommandRequest", "EscalateRequest", "LogsRequest", "MuteRequest",
+__all__ = ["ClusterRequest", "CommandRequest", "DetailsRequest", "EscalateRequest", "LogsRequest",
+           "MuteRequest",
            "RecordPressRequest", "Request", "StatusRequest", "StopRequest", "ValidateNodesRequest",
            "WorkspaceRequest"]

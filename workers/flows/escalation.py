@@ -63,6 +63,7 @@ from workers.kube.reader import ReadError
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import MAX_HEADER_TEXT, RenderedCard, render_template
 from workers.render.mrkdwn import code, code_block, escape, plain
+from workers.render.slots import EscalationSlot
 from workers.settings import Settings
 from workers.surfaces.base import Failed
 from workers.workspaces import OwnerRoute, Resolved
@@ -613,7 +614,7 @@ def _update_card(services: Services, record: StoredDiagnosis, request: EscalateR
         return
     outcome = services.cards.update_if_changed(
         record.channel, card_ts,
-        lambda context: context.model_copy(update={"escalate_button": None, "escalated": note}),
+        lambda context: context.with_slot(EscalationSlot(note=note)),
         max_wait=15.0)
     if outcome not in ("updated", "unchanged"):
         log.warning("escalation: card %s not updated (%s); the handoff was posted", card_ts, outcome)

@@ -17,10 +17,12 @@ from workers.collect.access import review
 from workers.contracts.requests import MuteRequest
 from workers.monitor.posts import PREFIX, MuteRecord, mute_key
 from workers.render.mrkdwn import code
+from workers.render.slots import MuteNote, MuteSlot
 from workers.services import Services
 from workers.workspaces import Resolved
 
 from .presses import NOT_HERE, offered_here
+from .presses import tell as _tell
 
 
 def run_mute(services: Services, request: MuteRequest, *, now: datetime) -> str:
@@ -52,17 +54,10 @@ def run_mute(services: Services, request: MuteRequest, *, now: datetime) -> str:
     for name, _kind in record.runs:
         services.redis.set(mute_key(record.workspace, record.namespace, name),
                            json.dumps({"by": request.user, "until": until.isoformat()}), ex=hours * 3600)
-    note = f"🔕 Auto-posts muted by @{request.user} until {until.strftime('%Y-%m-%d %H:%M UTC')}."
-    services.cards.update_if_changed(record.channel, record.ts, lambda old: old.model_copy(
-        update={"muted": note, "mute_button": None}), max_wait=15.0)
+    note = MuteSlot(note=MuteNote(by=request.user, until=until))
+    services.cards.update_if_changed(record.channel, record.ts, lambda old: old.with_slot(note),
+                                     max_wait=15.0)
     return "muted"
-
-
-def _tell(services: Services, request: MuteRequest, text: str) -> None:
-    if request.response_url:
-        services.surface.respond(request.response_url, text)
-    elif request.channel:
-        services.surface.ephemeral(request.channel, request.user, text)
 
 
 __all__ = ["run_mute"]

@@ -10,6 +10,12 @@ anywhere else is refused and nothing is done.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workers.contracts.requests import RecordPressRequest
+    from workers.services import Services
+
 NOT_HERE = ("⛔ This button was not pressed on the card taubot offered it on (another channel or "
             "message), so nothing was {verb}.")
 
@@ -25,4 +31,12 @@ def offered_here(*, channel: str | None, card_ts: str | None, thread_ts: str | N
     return bool(thread_ts) and thread_ts in (press_thread, press_ts)
 
 
-__all__ = ["NOT_HERE", "offered_here"]
+def tell(services: Services, request: RecordPressRequest, text: str) -> None:
+    """One private line to whoever pressed: through the press's response_url, else ephemeral."""
+    if request.response_url:
+        services.surface.respond(request.response_url, text)
+    elif request.channel:
+        services.surface.ephemeral(request.channel, request.user, text)
+
+
+__all__ = ["NOT_HERE", "offered_here", "tell"]

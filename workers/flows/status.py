@@ -27,7 +27,7 @@ from workers.contracts.commands import WorkspaceStatusCommand
 from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceRequest
 from workers.operator_access import may_see_operator_hints
 from workers.posted_cards import PostedCard, render
-from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card
+from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card, render_details
 from workers.render.mrkdwn import code
 from workers.services import Services
 from workers.surfaces.base import Failed
@@ -98,7 +98,12 @@ def deliver(services: Services, request: CommandRequest, parent_ts: str | None, 
     if parent_ts is None:
         card = render(context)
         note = {"type": "context", "elements": [{"type": "mrkdwn", "text": PRIVATE_NOTE}]}
-        blocks = [*card.blocks, note] if len(card.blocks) < MAX_BLOCKS else card.blocks
+        # No thread to post *Details* in: the rest of the card comes with it (never lost).
+        details = getattr(context, "details", None)
+        extra = [{"type": "divider"}, *render_details(details).blocks] if details is not None else []
+        blocks = [*card.blocks, *extra, note]
+        if len(blocks) > MAX_BLOCKS:
+            blocks = [*card.blocks, note] if len(card.blocks) < MAX_BLOCKS else card.blocks
         services.surface.respond(str(request.response_url), card.text, blocks)
         return None
     posted = services.cards.post(request.channel, context, thread_ts=parent_ts)
@@ -163,10 +168,11 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
         run_profile=request.command.run_profile, diagnosed_at=now, requests=live.requests,
         profile=live.profile, escalate_button=offer.button if offer else None,
         validate_button=validate.button if validate else None,
+        verdict=live.terminal if live.layer_report is None else None,
     )
     gap = handoff_gap(services, live) if offer is None else None
     if gap is not None:
-        context = context.model_copy(update={"notes": [gap, *context.notes]})
+        context = context.model_copy(update={"notes": [gap, *context.notes]})  # the card's own notes
     posted = deliver(services, request, parent_ts, context, job)
     if offer is not None and posted is not None:
         offer.attach(posted.ts)

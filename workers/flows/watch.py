@@ -47,6 +47,7 @@ from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import PhaseCardContext, build_phase_card
 from workers.render.mrkdwn import code, escape
 from workers.render.profile import utilization_sparkline
+from workers.render.slots import EscalationSlot, WatchFooter
 from workers.services import Services
 from workers.surfaces.base import Failed
 from workers.workspaces import Resolved
@@ -229,7 +230,7 @@ def stop_button(wid: str) -> CardButton:
 
 def watch_context(live: Any, operator_ok: bool, state: WatchState, *, now: datetime, reason: str | None,
                   escalate_button: CardButton | None = None, escalated: EscalatedNote | None = None,
-                  ) -> PhaseCardContext:
+                  verdict: str | None = None) -> PhaseCardContext:
     """The phase card of one tick: the status card plus the watch footer (with the time of the
     last refresh, never a promise of the next), the Stop button while the watch runs, and
     (with `--run-profile`) the utilization history of the past refreshes."""
@@ -237,19 +238,21 @@ def watch_context(live: Any, operator_ok: bool, state: WatchState, *, now: datet
         live.diagnosis, workspace=live.workspace, operator_hints_allowed=operator_ok, watch=True,
         run_profile=state.request.command.run_profile,
         diagnosed_at=None,  # the refresh time is `watch_updated`, outside the hash
-        requests=live.requests, profile=live.profile, escalate_button=escalate_button,
+        requests=live.requests, profile=live.profile, escalate_button=escalate_button, verdict=verdict,
     )
-    update: dict[str, Any] = {
-        "escalated": escalated,
-        "watch_status": stopped_footer(reason, now) if reason else active_footer(state),
-        "watch_updated": f"last refreshed {_clock(now)}",
-        "stop_button": None if reason else stop_button(state.id),
-    }
-    if state.request.command.run_profile and state.utilization:
+    context = context.with_slot(EscalationSlot(button=None if escalated else escalate_button, note=escalated))
+    context = context.with_slot(WatchFooter(
+        status=stopped_footer(reason, now) if reason else active_footer(state),
+        updated=f"last refreshed {_clock(now)}", stop_button=None if reason else stop_button(state.id)))
+    if state.request.command.run_profile and state.utilization and context.details is not None:
         spark = utilization_sparkline(state.utilization)
         line = f"*Utilization, last {len(state.utilization)} refreshes* (avg over GPUs): `{spark}`"
-        update["gpu_profile"] = f"{context.gpu_profile}\n{line}" if context.gpu_profile else line
-    return context.model_copy(update=update)
+        profile = context.details.gpu_profile
+        details = context.details.model_copy(
+            update={"gpu_profile": f"{profile}\n{line}" if profile else line})
+        context = context.model_copy(update={"details": details, "notes": [
+            *context.notes, f"📈 GPU utilization, last {len(state.utilization)} refreshes: `{spark}`"]})
+    return context
 
 
 def escalation_for(services: Services, state: WatchState, live: RunReport,
@@ -419,7 +422,7 @@ def _begin(services: Services, request: StatusRequest, wid: str, workspace: str,
     elif verdict is not None:
         reason = f"the run has already finished ({verdict}); there is nothing to watch"
     context = watch_context(live, operator_ok, state, now=now, reason=reason, escalate_button=button,
-                            escalated=escalated)
+                            escalated=escalated, verdict=verdict)
     posted = deliver(services, request, parent_ts, context, job)
     card_ts = posted.ts if posted else None
     if state.escalation is not None and card_ts:
@@ -507,7 +510,7 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
             state.namespace = live.namespace or state.namespace
             button, escalated = escalation_for(services, state, live, now)
             context = watch_context(live, operator_ok, state, now=now, reason=reason, escalate_button=button,
-                                    escalated=escalated)
+                                    escalated=escalated, verdict=verdict)
             diagnosis = live.diagnosis
         # Never sleep in a tick: a paced update returns at once. When the pace has a slot before
         # the next tick would be due (for a run that finished, within a minute), the slot is
@@ -585,11 +588,9 @@ def _end(services: Services, state: WatchState, reason: str, now: datetime, *, c
         return
     if card_updated:
         return
-    footer = stopped_footer(reason, now)
+    footer = WatchFooter(status=stopped_footer(reason, now))
     outcome = services.cards.update_if_changed(
-        state.request.channel, state.card_ts,
-        lambda stored: stored.model_copy(update={"watch_status": footer, "stop_button": None,
-                                                 "watch_updated": ""}),
+        state.request.channel, state.card_ts, lambda stored: stored.with_slot(footer),
         max_wait=FINAL_MAX_WAIT_SECONDS)
     if outcome not in ("updated", "unchanged"):
         log.info("watch %s: final card not updated (%s)", state.id, outcome)

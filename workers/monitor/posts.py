@@ -29,6 +29,7 @@ from workers.flows.escalation import offer_escalation
 from workers.render.buttons import CardButton
 from workers.render.cards import build_group_card, build_phase_card
 from workers.render.mrkdwn import code, escape
+from workers.render.slots import AutoPostFooter, EscalationSlot, MuteSlot
 from workers.services import Services
 from workers.surfaces.base import Failed
 
@@ -122,9 +123,9 @@ def _store_mute(services: Services, record_id: str | None, record: MuteRecord) -
                            ex=services.settings.diagnosis_ttl_seconds)
 
 
-def _status(stall: Stall) -> str:
-    return (f"🚨 *Auto-posted by taubot*: stalled at *{escape(stall.phase, 60)}* "
-            f"({escape(stall.reason, 60)}) since {_stamp(stall.since)}.")
+def _status(stall: Stall) -> AutoPostFooter:
+    return AutoPostFooter(status=f"🚨 *Auto-posted by taubot*: stalled at *{escape(stall.phase, 60)}* "
+                                 f"({escape(stall.reason, 60)}) since {_stamp(stall.since)}.")
 
 
 def _phase_context(services: Services, c: Candidate, channel: str, ts: str = "") -> Any:
@@ -148,8 +149,7 @@ def post_run(services: Services, ws: str, channel: str, c: Candidate) -> str:
         context, offer = _phase_context(services, c, record.channel, record.ts)
         services.cards.update_if_changed(
             record.channel, record.ts,
-            lambda old: context.model_copy(update={"monitor_status": _status(s),
-                                                   "mute_button": old.mute_button, "muted": old.muted}),
+            lambda old: context.with_slot(_status(s)).with_slot(old.mute),
             max_wait=15.0)
         if offer is not None:
             offer.attach(record.ts)
@@ -163,7 +163,7 @@ def post_run(services: Services, ws: str, channel: str, c: Candidate) -> str:
         return "already"
     context, offer = _phase_context(services, c, channel)
     mute, mute_id = _mute_button(services)
-    context = context.model_copy(update={"monitor_status": _status(s), "mute_button": mute})
+    context = context.with_slot(_status(s)).with_slot(MuteSlot(button=mute))
     posted = services.cards.post(channel, context)
     if isinstance(posted, Failed):
         services.redis.delete(f"{PREFIX}once:{key_digest(ws, s.namespace, s.run, str(s.layer), s.reason)}")
@@ -250,8 +250,8 @@ def settle(services: Services, ws: str, still_stalled: set[str], finished: dict[
             status = (f"🏁 *The run finished ({ended})* at {at}; taubot stopped following it." if ended
                       else f"✅ *Recovered* at {at}: no longer stalled at *{escape(record.phase, 60)}*.")
             services.cards.update_if_changed(
-                record.channel, record.ts, lambda old, st=status: old.model_copy(
-                    update={"monitor_status": st, "escalate_button": None, "mute_button": None}),
+                record.channel, record.ts, lambda old, st=status: old.with_slot(AutoPostFooter(status=st))
+                .with_slot(EscalationSlot(note=old.escalation.note)).with_slot(MuteSlot(note=old.mute.note)),
                 max_wait=15.0)
             word = f"finished ({ended})" if ended else "recovered"
             services.surface.post(record.channel, f"✅ {code(run, 80)} recovered: {word} at {at}.",
@@ -279,9 +279,9 @@ def _leave_group(services: Services, ws: str, group: str, run: str, at: str) -> 
         _save(services, key, record.model_copy(update={"members": members}))
         return
     services.cards.update_if_changed(record.channel, record.ts, lambda old: old.model_copy(
-        update={"runs": "_no run is stalled any more_",
-                "status": f"✅ *Resolved* at {at}: every run recovered.",
-                "escalate_button": None, "mute_button": None}), max_wait=15.0)
+        update={"runs": "_no run is stalled any more_"}).with_slot(
+            AutoPostFooter(status=f"✅ *Resolved* at {at}: every run recovered.")).with_slot(
+            EscalationSlot(note=old.escalation.note)).with_slot(MuteSlot(note=old.mute.note)), max_wait=15.0)
     services.surface.post(record.channel, f"✅ {code(run, 80)} recovered at {at}: the group is resolved.",
                           thread_ts=record.ts)
     _save(services, key, record.model_copy(update={"members": {}, "state": "resolved"}))

@@ -34,14 +34,15 @@ from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
 
 from workers.diagnosis.checks import LayerReport
-from workers.diagnosis.models import Diagnosis, PhaseState
+from workers.diagnosis.models import Diagnosis, PhaseResult, PhaseState
 from workers.diagnosis.profile import GpuProfile
 from workers.diagnosis.progress import sparkline
-from workers.diagnosis.registry import LAYER_CHECKS
+from workers.diagnosis.registry import BY_NAME, CHECK_NAMES, LAYER_CHECKS, RAYJOB_STATUS
 from workers.render.profile import profile_lines
 
-from .buttons import ESCALATED_BLOCK_ID, CardButton, EscalatedNote
+from .buttons import ESCALATED_BLOCK_ID, CardButton
 from .mrkdwn import code, code_block, escape, plain, slack_len, truncate
+from .slots import AutoPostFooter, EscalationSlot, MuteSlot, SlottedCard
 
 
 def _templates_dir() -> Path:
@@ -71,6 +72,13 @@ MAX_FALLBACK_TEXT = 3000  # `text` beside blocks is only the notification; keep 
 SUMMARY_BUDGET = 250
 EVIDENCE_BUDGET = 1800
 NAME_BUDGET = 120
+# The first screen (SPEC §7): at most 1,000 characters and 18 lines of text in all.
+FIRST_SCREEN_CHARS = 1000
+FIRST_SCREEN_LINES = 18
+FIRST_SCREEN_EVIDENCE = 3  # lines; the rest is in *Details*
+EVIDENCE_LINE_BUDGET = 160
+FOCUS_BUDGET = 220
+NEXT_BUDGET = 320
 
 STATE_EMOJI: dict[PhaseState, str] = {
     PhaseState.DONE: "✅",
@@ -87,38 +95,43 @@ class CardError(Exception):
     """Rendered blocks that Slack would refuse or that break the escaping invariant: a bug."""
 
 
-class PhaseCardContext(BaseModel):
-    """What `phase_card.json.j2` shows; every string is mrkdwn-safe and within its limit."""
+class CardDetails(BaseModel):
+    """What *Details* posts in the card's thread: everything the first screen leaves out (SPEC §7:
+    "one press away, never lost"). Every string is mrkdwn-safe and within its section's limit."""
 
     model_config = ConfigDict(frozen=True)
 
     header: str
-    fields: list[str]
-    unreachable: str = ""
-    phase_tree: str = ""
-    checks: str = ""  # SPEC §5a: layer 6–7 checks, same icons as the tree
-    focus: str
-    evidence: str = ""
+    phase_tree: str = ""  # every phase and check, one line each, with its summary
+    evidence: str = ""  # every evidence line
     proves: str
-    owner: str
-    transient: str
-    next_action: str
-    recovery: str = ""  # layer 8
+    recovery: str = ""
     command: str
-    operator_hints: str = ""
+    operator_hints: str = ""  # only when the requester's access review allowed them (as on the card before)
     gpu_profile: str = ""
+    fallback: str
+
+
+class PhaseCardContext(SlottedCard):
+    """What `phase_card.json.j2` shows; every string is mrkdwn-safe and within its limit.
+
+    The first screen (SPEC §7): what is stuck (``tree``: the done phases on one line, the first
+    incomplete one with its summary, the phases waiting behind it on one line), whose it is and
+    what to do next (``handoff``), and up to three evidence lines; the rest is ``details``,
+    posted in the thread by *Details*. Features add themselves through typed slots
+    (`workers/render/slots.py`)."""
+
+    header: str
+    meta: str
+    unreachable: str = ""
+    tree: str
+    evidence_lines: list[str] = []  # each an escaped inline-code line; `render_phase_card` shows what fits
+    evidence_total: int = 0  # how many evidence lines there are in all (the rest are in *Details*)
+    handoff: str
     notes: list[str] = []
-    escalate_button: CardButton | None = None  # issue 7: Escalate to <owner>
+    details: CardDetails | None = None
+    details_button: CardButton | None = None  # set by the card store when it posts the card
     validate_button: CardButton | None = None  # issue 14: a layer-6 answer's *Validate these nodes*
-    escalated: EscalatedNote | None = None  # …and who escalated, once done (replaces the button)
-    # the stall monitor's auto-post: its status line, the Mute button and who muted it
-    monitor_status: str = ""
-    mute_button: CardButton | None = None
-    muted: str = ""
-    # issue 5 (`--watch`): footer line, refresh time (left out of the card hash) and Stop button
-    watch_status: str = ""
-    watch_updated: str = ""
-    stop_button: CardButton | None = None
     fallback: str
 
 
@@ -148,24 +161,18 @@ class WorkspaceCardContext(BaseModel):
     fallback: str
 
 
-class GroupCardContext(BaseModel):
+class GroupCardContext(SlottedCard):
     """What `group_card.json.j2` shows: one post for runs stalled by one shared cause."""
-
-    model_config = ConfigDict(frozen=True)
 
     header: str
     intro: str
     runs: str
-    status: str = ""
-    muted: str = ""
-    escalate_button: CardButton | None = None
-    mute_button: CardButton | None = None
     fallback: str
 
 
 def build_group_card(label: str, members: list[tuple[str, str, str]], *, status: str = "",
-                     escalate_button: CardButton | None = None, mute_button: CardButton | None = None,
-                     muted: str = "") -> GroupCardContext:
+                     escalate_button: CardButton | None = None,
+                     mute_button: CardButton | None = None) -> GroupCardContext:
     """``members``: (run, phase, since) of each run the cause holds."""
     lines = [f"• {code(run, NAME_BUDGET)} — *{escape(phase, 40)}* since {escape(since, 40)}"
              for run, phase, since in members]
@@ -173,7 +180,8 @@ def build_group_card(label: str, members: list[tuple[str, str, str]], *, status:
         header=plain(f"🚨 {len(members)} runs stalled: {label}", MAX_HEADER_TEXT),
         intro=f"taubot found {len(members)} runs stuck for one shared cause: *{escape(label, 300)}*.",
         runs=_fit_lines(lines, MAX_SECTION_TEXT) if lines else "_no run is stalled any more_",
-        status=status, muted=muted, escalate_button=escalate_button, mute_button=mute_button,
+        auto_post=AutoPostFooter(status=status) if status else None,
+        escalation=EscalationSlot(button=escalate_button), mute=MuteSlot(button=mute_button),
         fallback=escape(f"{len(members)} runs stalled: {label}: " + ", ".join(m[0] for m in members), 500),
     )
 
@@ -226,24 +234,16 @@ def _fit_lines(lines: list[str], limit: int) -> str:
     return "\n".join(kept) + marker
 
 
+def _line_of(p: PhaseResult, d: Diagnosis) -> str:
+    mark = FIRST_INCOMPLETE_MARK if p.name == d.first_incomplete else ""
+    layer = f" (layer {p.layer})" if p.name in CHECK_NAMES else ""
+    return f"{STATE_EMOJI[p.state]} *{escape(p.name, 40)}*{layer} — {escape(p.summary, SUMMARY_BUDGET)}{mark}"
+
+
 def phase_tree_text(d: Diagnosis) -> str:
-    """One line per phase: emoji, name, escaped summary; the first incomplete one marked."""
-    lines = []
-    for p in d.phases:
-        mark = FIRST_INCOMPLETE_MARK if p.name == d.first_incomplete else ""
-        summary = escape(p.summary, SUMMARY_BUDGET)
-        lines.append(f"{STATE_EMOJI[p.state]} *{escape(p.name, 40)}* — {summary}{mark}")
-    return _fit_lines(lines, MAX_SECTION_TEXT)
-
-
-def checks_text(d: Diagnosis) -> str:
-    """The layer 6–7 checks below the tree, then the progress summary (a loss sparkline from
-    five points on)."""
-    lines = []
-    for c in d.checks:
-        mark = FIRST_INCOMPLETE_MARK if c.name == d.first_incomplete else ""
-        lines.append(f"{STATE_EMOJI[c.state]} *{escape(c.name, 40)}* (layer {c.layer}) — "
-                     f"{escape(c.summary, SUMMARY_BUDGET)}{mark}")
+    """The full tree for *Details*: one line per phase, then per layer 6–7 check, then the
+    progress summary (a loss sparkline from five points on); the first incomplete one marked."""
+    lines = [_line_of(p, d) for p in d.phases] + [_line_of(c, d) for c in d.checks]
     spark = sparkline(d.loss_points)
     if d.progress_summary:
         loss = f" · loss `{spark}`" if spark else ""
@@ -251,11 +251,101 @@ def checks_text(d: Diagnosis) -> str:
     return _fit_lines(lines, MAX_SECTION_TEXT)
 
 
+def checks_text(d: Diagnosis) -> str:
+    """The layer 6–7 checks alone, as the full tree shows them."""
+    return _fit_lines([_line_of(c, d) for c in d.checks], MAX_SECTION_TEXT)
+
+
 def gpu_profile_text(profile: GpuProfile) -> str:
     """The run profile's rows (SPEC §6 keys) as one section; values are cluster text, escaped."""
     lines = [f"*GPU run profile* ({'run finished' if profile.finished else 'live'}, dcgm-exporter)"]
     lines += [f"• `{key}`: {escape(value, 600)}" for key, value in profile_lines(profile)]
     return _fit_lines(lines, MAX_SECTION_TEXT)
+
+
+def succeeded(d: Diagnosis, verdict: str | None = None) -> bool:
+    """The run itself says it succeeded: ``verdict`` (the run's own terminal state, as the flow
+    read it from the objects), a phase closed by that verdict (`run.succeeded`), or a RayJob whose
+    status phase is done (`rayjob.ok`). Read from reason codes, never summaries."""
+    if d.first_incomplete is not None:
+        return False
+    if verdict == "succeeded":
+        return True
+    results = [*d.phases, *d.checks]
+    return any(p.reason == "run.succeeded" for p in results) or any(
+        p.name == RAYJOB_STATUS.name and p.state is PhaseState.DONE and p.reason == "rayjob.ok"
+        and d.run.kind == "RayJob" for p in results)
+
+
+def _label(name: str) -> str:
+    entry = BY_NAME.get(name)
+    return entry.label if entry else name
+
+
+def condensed_tree(d: Diagnosis, verdict: str | None = None) -> str:
+    """SPEC §7's condensed tree: done (and skipped) phases on one line, the first incomplete one
+    with its one-line summary, the phases waiting behind it on one line — names only, so no
+    summary is said twice (a pod-level cause the first incomplete borrows is in its summary)."""
+    results = [*d.phases, *d.checks] if d.unreachable_from is None else []
+    done = [_label(p.name) for p in results if p.state is PhaseState.DONE]
+    skipped = [_label(p.name) for p in results if p.state is PhaseState.SKIPPED]
+    behind = [f"{STATE_EMOJI[p.state]} {_label(p.name)}" for p in results
+              if not p.state.finished and p.name != d.first_incomplete]
+    lines = []
+    finished = "   ".join(part for part in (
+        f"{STATE_EMOJI[PhaseState.DONE]} Done: {' · '.join(done)}" if done else "",
+        f"{STATE_EMOJI[PhaseState.SKIPPED]} Skipped: {' · '.join(skipped)}" if skipped else "") if part)
+    if finished:
+        lines.append(finished)
+    focus = next((p for p in [*d.phases, *d.checks] if p.name == d.first_incomplete), None)
+    info = d.layer_info
+    if focus is not None:
+        lines.append(f"{STATE_EMOJI[focus.state]} *First incomplete: {escape(focus.name, 60)}* "
+                     f"({focus.state.value}) — {escape(focus.summary, FOCUS_BUDGET)}")
+    elif d.first_incomplete:
+        lines.append(f"*First incomplete: {escape(d.first_incomplete, 60)}* · layer {d.layer}")
+    elif succeeded(d, verdict):
+        lines.append(f"{STATE_EMOJI[PhaseState.DONE]} *The run succeeded* — every phase is done.")
+    else:
+        lines.append(f"*Every phase is done or skipped* · next is layer {d.layer} — "
+                     f"{escape(info.title, 200)}")
+    if behind:
+        lines.append("Waiting behind it: " + " · ".join(behind) if focus is not None
+                     else "Not done: " + " · ".join(behind))
+    spark = sparkline(d.loss_points)
+    if d.progress_summary and d.unreachable_from is None:
+        loss = f" · loss `{spark}`" if spark else ""
+        lines.append(f"*Progress:* {escape(d.progress_summary, 200)}{loss}")
+    return "\n".join(lines)
+
+
+def _recovery_adds(d: Diagnosis) -> bool:
+    """Whether the layer-8 verdict says more than owner, transient and next action already do:
+    `wait` for a transient answer, `fix-then-resubmit` for a non-transient one and `none` are
+    implied by them; `retry` and `resume-from-checkpoint` are not."""
+    if d.recovery is None:
+        return False
+    implied = {("wait", True), ("fix-then-resubmit", False)}
+    return d.recovery.action != "none" and (d.recovery.action, d.transient) not in implied
+
+
+def handoff_text(d: Diagnosis, verdict: str | None = None) -> str:
+    """Whose it is and what to do next; a succeeded run says what its evidence is instead."""
+    if succeeded(d, verdict):
+        what = {"RayJob": "the RayJob's status says it succeeded",
+                "Job": "the Job's status says it completed"}.get(d.run.kind or "", "its status says so")
+        proofs = [f"{_label(c.name)}: {escape(c.summary, 200)}" for c in d.checks
+                  if c.layer == 7 and c.state is PhaseState.DONE]
+        return "*Evidence:* " + "; ".join([what, *proofs]) + ". Nothing to do."
+    lines = [f"*Owner:* {escape(d.owner, 60)} · *Transient:* {_transient_text(d.transient)}"]
+    recovery = d.recovery
+    if recovery is not None and _recovery_adds(d) and d.next_action in recovery.summary:
+        lines.append(f"*Next* (recovery `{recovery.action}`): {escape(recovery.summary, NEXT_BUDGET)}")
+    else:
+        lines.append(f"*Next:* {escape(d.next_action, NEXT_BUDGET)}")
+        if recovery is not None and _recovery_adds(d):
+            lines.append(f"*Recovery* `{recovery.action}`: {escape(recovery.summary, NEXT_BUDGET)}")
+    return "\n".join(lines)
 
 
 def build_phase_card(
@@ -270,16 +360,17 @@ def build_phase_card(
     profile: GpuProfile | None = None,
     escalate_button: CardButton | None = None,
     validate_button: CardButton | None = None,
+    verdict: str | None = None,
 ) -> PhaseCardContext:
-    """The card context for one diagnosis.
+    """The card context for one diagnosis: the first screen and its *Details*.
 
     `operator_hints_allowed` is the result of the requester's access review
     (done by the caller, under the requester's identity): kubectl hints are
-    shown only to people who could run them.
+    shown only to people who could run them, and only in *Details*. ``verdict`` is the run's own
+    terminal state ("succeeded"/"failed") as the caller read it from the run's objects.
     """
     run = d.run
     info = d.layer_info
-    run_name = code(run.name, NAME_BUDGET)
     if run.kind:
         kind = run.kind
     elif d.unreachable_from is not None:
@@ -288,31 +379,16 @@ def build_phase_card(
         kind = "not read"  # a 403 or an outage on the run's own kind: never "not found"
     else:
         kind = "not found"
-    fields = [
-        f"*Run*\n{run_name}",
-        f"*Kind*\n{escape(kind, 40)}",
-        f"*Workspace*\n{code(workspace, NAME_BUDGET) if workspace else '—'}",
-        f"*Namespace*\n{code(run.namespace, NAME_BUDGET) if run.namespace else '—'}",
-    ]
-    header = plain(f"🔎 {run.name} · {kind}", MAX_HEADER_TEXT)
+    header = plain(f"{'✅' if succeeded(d, verdict) else '🔎'} {run.name} · {kind}", MAX_HEADER_TEXT)
+    meta = " · ".join([
+        f"workspace {code(workspace, NAME_BUDGET)}" if workspace else "no workspace",
+        f"namespace {code(run.namespace, NAME_BUDGET)}" if run.namespace else "no namespace",
+        f"layer {d.layer}: {escape(info.title, 120)}",
+    ])
 
     focus_phase = next((p for p in [*d.phases, *d.checks] if p.name == d.first_incomplete), None)
-    if d.first_incomplete:
-        state = f" {STATE_EMOJI[focus_phase.state]} {focus_phase.state.value}" if focus_phase else ""
-        focus = (
-            f"*First incomplete: {escape(d.first_incomplete, 60)}*{state} · "
-            f"layer {d.layer} — {escape(info.title, 200)}"
-        )
-        if focus_phase is not None and focus_phase.summary:
-            focus += "\n" + escape(focus_phase.summary, 1500)
-    else:
-        focus = (
-            f"*Every phase is done or skipped* · next is layer {d.layer} — {escape(info.title, 200)}"
-        )
-    evidence_lines = list(d.evidence) or (list(focus_phase.evidence) if focus_phase else [])
-    evidence = ""
-    if evidence_lines:
-        evidence = "*Evidence*\n" + code_block("\n".join(evidence_lines), EVIDENCE_BUDGET)
+    evidence_all = list(dict.fromkeys(d.evidence or (focus_phase.evidence if focus_phase else [])))
+    evidence_lines = [code(line, EVIDENCE_LINE_BUDGET) for line in evidence_all[:FIRST_SCREEN_EVIDENCE]]
 
     unreachable = ""
     if d.unreachable_from is not None:
@@ -320,26 +396,16 @@ def build_phase_card(
             f"Layers {d.unreachable_from}–8 were not checked: layer {d.layer} has to pass first. "
             "They are unreachable, not failing."
         )
-
-    proves = _fit_lines(
-        [
-            f"*What layer {d.layer} proves when done:* {escape(info.proves, 1200)}",
-            f"*What it does not prove:* {escape(info.does_not_prove, 1200)}",
-        ],
-        MAX_SECTION_TEXT,
-    )
-    hints = ""
-    if operator_hints_allowed and info.operator_hints:
-        hints = "*Operator commands* (you have cluster-wide Kueue read access)\n" + code_block(
-            "\n".join(info.operator_hints), 2000
-        )
-    notes = []  # `watch`: the footer and Stop button come from workers/watch.py (watch_context)
+    notes = []  # `watch`: the footer and Stop button come from workers/flows/watch.py (a WatchFooter)
     gpu = ""
     if profile is not None:
         gpu = gpu_profile_text(profile)
+        headline = dict(profile_lines(profile)).get("gpu_utilization")
+        notes.append("📈 GPU run profile in *Details*"
+                     + (f" · `gpu_utilization`: {escape(headline, 160)}" if headline else ""))
     elif run_profile:
         notes.append("`--run-profile`: no GPU telemetry (the workspace did not resolve).")
-    footer = []
+    footer = [] if succeeded(d, verdict) else [code(info.command, 200)]  # nothing to check
     if diagnosed_at is not None:
         footer.append(f"diagnosed {diagnosed_at.strftime('%Y-%m-%d %H:%M:%S UTC')}")
     if requests is not None:
@@ -347,27 +413,42 @@ def build_phase_card(
     if footer:
         notes.append(" · ".join(footer))
 
-    where = d.first_incomplete or "all phases done"
-    fallback = escape(f"{run.name}: {where} — layer {d.layer}, owner {d.owner}", MAX_FALLBACK_TEXT)
-    return PhaseCardContext(
-        header=header,
-        fields=fields,
-        unreachable=unreachable,
-        phase_tree=phase_tree_text(d) if d.phases and d.unreachable_from is None else "",
-        checks=checks_text(d) if d.unreachable_from is None else "",
+    hints = ""
+    if operator_hints_allowed and info.operator_hints:
+        hints = "*Operator commands* (you have cluster-wide Kueue read access)\n" + code_block(
+            "\n".join(info.operator_hints), 2000
+        )
+    details = CardDetails(
+        header=plain(f"📋 Details · {run.name}", MAX_HEADER_TEXT),
+        phase_tree=phase_tree_text(d) if (d.phases or d.checks) and d.unreachable_from is None
+        else (_line_of(focus_phase, d) if focus_phase else ""),
+        evidence=("*Evidence*\n" + code_block("\n".join(evidence_all), EVIDENCE_BUDGET)
+                  if evidence_all else ""),
+        proves=_fit_lines([
+            f"*What layer {d.layer} proves when done:* {escape(info.proves, 1200)}",
+            f"*What it does not prove:* {escape(info.does_not_prove, 1200)}",
+        ], MAX_SECTION_TEXT),
         recovery=(f"*Recovery* (layer 8) — `{d.recovery.action}`: {escape(d.recovery.summary, 2000)}"
                   if d.recovery else ""),
-        focus=focus,
-        evidence=evidence,
-        proves=proves,
-        owner=f"*Owner*\n{escape(d.owner, 60)}",
-        transient=f"*Transient*\n{_transient_text(d.transient)}",
-        next_action=f"*Next action*\n{escape(d.next_action, 2500)}",
         command=f"*TauGrid command*\n{code(info.command, 1000)}",
         operator_hints=hints,
         gpu_profile=gpu,
+        fallback=escape(f"Details of {run.name}: layer {d.layer}", 300),
+    )
+
+    where = "succeeded" if succeeded(d, verdict) else (d.first_incomplete or "all phases done")
+    fallback = escape(f"{run.name}: {where} — layer {d.layer}, owner {d.owner}", MAX_FALLBACK_TEXT)
+    return PhaseCardContext(
+        header=header,
+        meta=meta,
+        unreachable=unreachable,
+        tree=condensed_tree(d, verdict),
+        evidence_lines=evidence_lines,
+        evidence_total=len(evidence_all),
+        handoff=handoff_text(d, verdict),
         notes=notes,
-        escalate_button=escalate_button,
+        details=details,
+        escalation=EscalationSlot(button=escalate_button),
         validate_button=validate_button,
         fallback=fallback,
     )
@@ -506,9 +587,9 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_template(name: str, context: BaseModel) -> list[dict[str, Any]]:
+def render_template(name: str, context: BaseModel, **extra: Any) -> list[dict[str, Any]]:
     """Render one card template to blocks and validate them."""
-    text = _environment().get_template(name).render(c=context)
+    text = _environment().get_template(name).render(c=context, **extra)
     try:
         blocks = json.loads(text)
     except ValueError as exc:
@@ -517,23 +598,63 @@ def render_template(name: str, context: BaseModel) -> list[dict[str, Any]]:
     return blocks
 
 
+def card_texts(blocks: list[dict[str, Any]]) -> list[str]:
+    """Every text a reader sees in a card (headers, sections, fields, context, button labels)."""
+    return _texts(blocks)
+
+
+def screen_size(blocks: list[dict[str, Any]]) -> tuple[int, int]:
+    """(characters, lines) of a card's text, counted strictly: every text object on lines of its
+    own (a context element or a button label counts as a line, though Slack puts them side by
+    side). SPEC §7's first screen is at most `FIRST_SCREEN_CHARS` and `FIRST_SCREEN_LINES`."""
+    texts = card_texts(blocks)
+    return sum(len(t) for t in texts), sum(t.count("\n") + 1 for t in texts)
+
+
+def _evidence_text(lines: list[str], shown: int, total: int) -> str:
+    if not shown:
+        return ""
+    more = total - shown
+    rest = f" (+{more} more in *Details*)" if more > 0 else ""
+    return "*Evidence:* " + "\n".join(lines[:shown]) + rest
+
+
 def render_phase_card(context: PhaseCardContext) -> RenderedCard:
-    """The phase card. An escalated note is laid out and validated as its plain stand-in, then
-    swapped for the real block (its mention and date are our markup, which the validator's
-    "no raw `<`" rule is there to keep out of everything else)."""
-    blocks = render_template("phase_card.json.j2", context)
-    if context.escalated is not None:
-        note = context.escalated.block()
-        blocks = [note if block.get("block_id") == ESCALATED_BLOCK_ID else block for block in blocks]
-    return RenderedCard(text=context.fallback, blocks=blocks)
+    """The phase card, with as many of its first evidence lines as keep the first screen within
+    SPEC §7's bounds (possibly none: every line is in *Details* anyway). An escalated note is laid
+    out and validated as its plain stand-in, then swapped for the real block (its mention and date
+    are our markup, which the validator's "no raw `<`" rule is there to keep out of everything
+    else)."""
+    lines = context.evidence_lines
+    total = max(len(lines), context.evidence_total)
+    blocks: list[dict[str, Any]] = []
+    for shown in range(len(lines), -1, -1):
+        blocks = render_template("phase_card.json.j2", context, evidence=_evidence_text(lines, shown, total))
+        chars, count = screen_size(blocks)
+        if chars <= FIRST_SCREEN_CHARS and count <= FIRST_SCREEN_LINES:
+            break
+    return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
+
+
+def _with_escalated_note(blocks: list[dict[str, Any]], context: SlottedCard) -> list[dict[str, Any]]:
+    if context.escalation.note is None:
+        return blocks
+    note = context.escalation.note.block()
+    return [note if block.get("block_id") == ESCALATED_BLOCK_ID else block for block in blocks]
+
+
+def render_details(details: CardDetails) -> RenderedCard:
+    """*Details* of a phase card, as its own message in the card's thread."""
+    return RenderedCard(text=details.fallback, blocks=render_template("details_card.json.j2", details))
+
+
+def render_group_card(context: GroupCardContext) -> RenderedCard:
+    blocks = render_template("group_card.json.j2", context)
+    return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
 
 
 def render_error_card(context: ErrorCardContext) -> RenderedCard:
     return RenderedCard(text=context.fallback, blocks=render_template("error_card.json.j2", context))
-
-
-def render_group_card(context: GroupCardContext) -> RenderedCard:
-    return RenderedCard(text=context.fallback, blocks=render_template("group_card.json.j2", context))
 
 
 def render_logs_card(context: LogsCardContext) -> RenderedCard:
@@ -594,6 +715,7 @@ def validate_blocks(blocks: Any) -> None:
 
 
 __all__ = [
+    "CardDetails",
     "CardError",
     "ErrorCardContext",
     "GroupCardContext",
@@ -607,11 +729,16 @@ __all__ = [
     "build_logs_card",
     "build_phase_card",
     "build_workspace_card",
+    "card_texts",
+    "condensed_tree",
     "phase_tree_text",
     "render_error_card",
     "render_group_card",
+    "render_details",
     "render_logs_card",
     "render_phase_card",
     "render_workspace_card",
+    "screen_size",
+    "succeeded",
     "validate_blocks",
 ]
