@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up .venv (if needed) and run the whole suite: ruff, then pytest.
+# Set up .venv (if needed) and run the whole suite: ruff, pytest, then the real-systems suite.
 # The suite starts its own redis-server on a free port (tests/conftest.py) and
 # never touches any other Redis, so two suites can run side by side.
 set -euo pipefail
@@ -14,6 +14,11 @@ if [ ! -x .venv/bin/python ]; then
   echo "setting up .venv (first run installs taubot and its test tools; about a minute)…" >&2
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,real]'
 .venv/bin/ruff check bot workers shell tests bench
 .venv/bin/python -m pytest "$@"
+# The real-systems suite (tests/real: a real Ray head and real MLflow servers on 127.0.0.1, the
+# `[real]` extra) is its own run after the main suite; a run given arguments is a targeted one.
+if [ "$#" -eq 0 ]; then
+  .venv/bin/python -m pytest tests/real
+fi

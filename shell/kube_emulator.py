@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, MultiDict
 
@@ -489,6 +490,9 @@ class KubeEmulator:
         # admission webhooks of a real API server; they answer dry runs and real creates alike.
         self._admission: list[tuple[str, Callable[[dict[str, Any], CallerIdentity], dict | None]]] = []
         self._proxies: dict[tuple[str, str, str, str | None, str], tuple[bytes, int, str]] = {}
+        # (plural, namespace, name, port) -> base URL of a real server behind the proxy (a real Ray
+        # dashboard in tests/real): every path under it is forwarded, query string and all.
+        self._forwards: dict[tuple[str, str, str, str | None], str] = {}
         self._watchers: list[_Watcher] = []
         self._compacted = 0  # watches from an older resourceVersion get 410 Gone (etcd compaction)
         # Called with (event type, object) after each change, outside the lock: a test plays a
@@ -684,6 +688,18 @@ class KubeEmulator:
                path.lstrip("/"))
         with self._lock:
             self._proxies[key] = (data, status, content_type)
+
+    def forward_proxy(self, kind: str, namespace: str, name: str, port: int | str | None,
+                      base_url: str) -> None:
+        """Forward ``{pods|services}/{name}[:port]/proxy/<path>?<query>`` to a real server at
+        ``base_url`` (loopback only), as the API server forwards to a Service's endpoints: the
+        upstream's status, body and content type come back unchanged; an upstream that cannot be
+        reached is the API server's own 503 ("error trying to reach service")."""
+        if not re.match(r"^https?://(127\.0\.0\.1|localhost|\[::1\])[:/]", base_url):
+            raise ValueError(f"forward_proxy forwards to this machine only, not {base_url}")
+        key = (plural_for(kind), namespace, name, None if port is None else str(port))
+        with self._lock:
+            self._forwards[key] = base_url.rstrip("/")
 
     def compact(self) -> None:
         """Forget the change history, as etcd compaction does: a WATCH from an older
@@ -933,7 +949,7 @@ class KubeEmulator:
         if target.subresource == "log" and target.plural == "pods":
             return self._pod_log(target, query)
         if target.subresource == "proxy":
-            return self._proxy(target)
+            return await self._proxy(target, request.query_string)
         if target.subresource is not None:
             return self._get(target)  # e.g. /status: the object itself
         if target.name is not None:
@@ -1162,20 +1178,33 @@ class KubeEmulator:
             text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
         return web.Response(text=text, content_type="text/plain")
 
-    def _proxy(self, target: _Target) -> web.Response:
+    async def _proxy(self, target: _Target, query_string: str = "") -> web.Response:
         raw_name = target.name or ""
         name, _, port = raw_name.partition(":")
         path = target.rest
         self._lookup(target, name)
         key = (target.plural, target.namespace or "", name, port or None, path)
+        refused = _HTTPStatus(
+            503,
+            f'error trying to reach service: dial tcp 10.244.0.1:{port or 80}: '
+            f'connect: connection refused',
+        )
         with self._lock:
             hit = self._proxies.get(key)
+            upstream = self._forwards.get(key[:4])
+        if hit is None and upstream is not None:
+            url = f"{upstream}/{path}" + (f"?{query_string}" if query_string else "")
+            try:
+                async with aiohttp.ClientSession(auto_decompress=True) as session, \
+                        session.get(url, timeout=aiohttp.ClientTimeout(total=60)) as answer:
+                    data = await answer.read()
+                    kind = answer.content_type or "text/plain"
+                    return web.Response(body=data, status=answer.status, content_type=kind,
+                                        charset=answer.charset)
+            except (aiohttp.ClientError, TimeoutError):
+                raise refused from None
         if hit is None:
-            raise _HTTPStatus(
-                503,
-                f'error trying to reach service: dial tcp 10.244.0.1:{port or 80}: '
-                f'connect: connection refused',
-            )
+            raise refused
         data, status, content_type = hit
         return web.Response(body=data, status=status, content_type=content_type)
 

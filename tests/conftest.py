@@ -13,11 +13,24 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
 from workers import services as services_module
+
+REAL_SUITE = Path(__file__).resolve().parent / "real"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/real (real Ray and MLflow, the `[real]` extra) is its own pytest run in scripts/test.sh:
+    collected only when named on the command line, so the main run never runs it twice."""
+    if collection_path != REAL_SUITE:
+        return None
+    here = config.invocation_params.dir
+    named = [(here / arg.split("::")[0]).resolve() for arg in config.args]
+    return not any(p == REAL_SUITE or REAL_SUITE in p.parents for p in named)
 
 
 def _free_port() -> int:

@@ -92,11 +92,12 @@ def _log_evidence(args: argparse.Namespace) -> LogEvidence | None:
     if not args.logs:
         return None
     try:
-        text = sys.stdin.read() if args.logs == "-" else Path(args.logs).read_text(encoding="utf-8",
-                                                                                   errors="replace")
+        # Bytes, not text mode: universal newlines would turn the kubelet's `\r` redraws into
+        # lines before their timestamp is read (SPEC §11).
+        raw = sys.stdin.buffer.read() if args.logs == "-" else Path(args.logs).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read --logs {args.logs}: {exc.strerror or exc}") from None
-    lines, _ = last_lines(text, 1_000_000, timestamps=True)
+    lines, _ = last_lines(raw.decode("utf-8", errors="replace"), 1_000_000, timestamps=True)
     return LogEvidence(lines=[(line.time, line.text) for line in lines], source=f"file {args.logs}")
 
 

@@ -33,7 +33,25 @@ PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure")
 FAULT_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 # NVIDIA XID catalogue: application errors, not node faults (k8s-device-plugin internal/rm/health.go).
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
-_XID = re.compile(r"\bxid[\s=:(]*(\d+)", re.IGNORECASE)
+# XID numbers as they are quoted (SPEC §11 "Nodes"; node-health.md): the kernel's own line
+# `NVRM: Xid (PCI:0000:3b:00): 79, pid=…` (older drivers: `Xid (0000:3b:00): 48`), dcgm-exporter's
+# `DCGM_FI_DEV_XID_ERRORS{…,err_code="31",…} 31`, and the short forms `Xid 79`, `xid=79`, `Xid=94`.
+_XID = re.compile(
+    r"\bXid \((?:PCI:)?[0-9a-f:.]+\):\s*(?P<kernel>\d+)"
+    r"|DCGM_FI_DEV_XID_ERRORS\{[^}]*?err_code=\"(?P<dcgm>\d+)\""
+    r"|DCGM_FI_DEV_XID_ERRORS(?:\{[^}]*\})?\s+(?P<gauge>\d+)"
+    r"|\bxid(?:s)?[\s=:]+(?P<short>\d+)",
+    re.IGNORECASE)
+
+
+def xids_in(message: str) -> set[int]:
+    """Every XID number a node message quotes, in any of the formats above (0 is "No Error")."""
+    found = set()
+    for match in _XID.finditer(message):
+        number = next(g for g in match.groups() if g is not None)
+        if int(number):
+            found.add(int(number))
+    return found
 
 NODE_FAULT = Finding(reason="node.fault", owner="node-pool-owner", transient=False,
                      next_action="A node the run's pods are bound to is unhealthy: the node-pool owner "
@@ -83,7 +101,7 @@ def node_faults(node: dict) -> tuple[list[str], list[str], list[str]]:
         if cond.get("status") != "True":
             continue
         message = cond.get("message") or ""
-        xids = {int(x) for x in _XID.findall(message)}
+        xids = xids_in(message)
         if "XID" in ctype.upper() and xids and xids <= APPLICATION_XIDS:
             app_xids.append(f"{name}: {ctype} {clip(message, 160)} (application XID, not a node fault)")
             continue

@@ -3,8 +3,16 @@
 Why a table: every framework prints progress its own way, and hang and crash
 signatures are fixed strings of PyTorch, NCCL and the Python runtime. Each
 row names the format and where it comes from (shared/reference/training-logs.md
-quotes them), so a new format is one row. Lines are split on `\\r` as well
-as newlines by the log readers (tqdm and Lightning redraw bars with `\\r`).
+quotes them), so a new format is one row.
+
+Real logs, as SPEC §11 has them: a kubelet line (one timestamp) can hold many
+`\\r`-separated tqdm/Lightning redraws, and every segment keeps that line's
+time; before matching, ANSI codes and the prefixes that launchers and loggers
+put in front of a line (Ray's `(Name pid=N, ip=…)`, torchrun's `[rankN]:`,
+`[INFO|trainer.py:3705] … >>`) are stripped — kept for display only. A crash is
+the last traceback's exception line when nothing advanced after it (framework
+hint lines, tqdm's final redraw and the launcher's summary may follow), or a
+final error line that names the failure.
 
 The output is facts, not a verdict: the last step and loss, the loss trend,
 when progress was last seen, the last checkpoint, and the signature found.
@@ -14,10 +22,11 @@ when progress was last seen, the last checkpoint, and the signature found.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .timeutil import parse_time
 
@@ -32,6 +41,7 @@ class ProgressFormat:
     step_group: str | None = None
     loss_group: str | None = None
     needle: str = ""  # a substring every match contains: a cheap test before the regex
+    exclude: re.Pattern[str] | None = None  # lines of this shape that are not training progress
 
 
 @dataclass(frozen=True)
@@ -51,9 +61,11 @@ _NUM = r"[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf)"
 
 PROGRESS: tuple[ProgressFormat, ...] = (
     ProgressFormat("Hugging Face Trainer log dict",
-                   "transformers 4.46 trainer_callback.py ProgressCallback.on_log (str(dict))",
-                   _re(r"""^\s*\{.*['"]loss['"]\s*:\s*(?P<loss>""" + _NUM
-                       + r""").*['"](?:epoch|step)['"]\s*:(?:.*['"]step['"]\s*:\s*(?P<step>\d+))?"""),
+                   "transformers 4.46 trainer_callback.py ProgressCallback.on_log (str(dict)); "
+                   "transformers 5 prints the values as strings ({'loss': '5.391', …}, reference §2.7)",
+                   _re(r"""^\s*\{.*['"]loss['"]\s*:\s*['"]?(?P<loss>""" + _NUM
+                       + r""")['"]?.*['"](?:epoch|step)['"]\s*:"""
+                       + r"""(?:.*['"]step['"]\s*:\s*['"]?(?P<step>\d+))?"""),
                    "step", "loss", "loss"),
     ProgressFormat("Megatron-LM iteration line", "epfLLM/Megatron-LLM#11 training log",
                    _re(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|(?:.*\blm loss:\s*(?P<loss>"
@@ -62,7 +74,16 @@ PROGRESS: tuple[ProgressFormat, ...] = (
     ProgressFormat("PyTorch Lightning / tqdm bar", "tqdm std.py r_bar; lightning 2.4 tqdm_progress.py",
                    _re(r"(?P<step>\d+)/(?P<total>\d+)\s*\[(?:[^\]]*?\bloss=(?P<loss>" + _NUM
                        + r"))?[^\]]*\]"),
-                   "step", "loss", "["),
+                   "step", "loss", "[",
+                   # Bars of other work: transformers 5's nested `Writing model shards` bar at each
+                   # checkpoint (reference §2.7), loading, data maps, evaluation and validation loops.
+                   _re(r"^\s*(?:Writing|Loading|Saving)\b[^|]*shards|^\s*(?:Map|Filter|Tokeniz|Download|Fetch|"
+                       r"Generat|Evaluat|Validat|Predict|Test|Sanity Checking)")),
+    ProgressFormat("PyTorch Lightning rich bar",
+                   "lightning 2.6 RichProgressBar, its one frame without a terminal (reference §2.7)",
+                   _re(r"^Epoch \d+/\d+\s+[━╸╺\s]*\s(?P<step>\d+)/\d+\s+[\d:]+ • [\d:-]+"
+                       r"(?:.*?\bloss:\s*(?P<loss>" + _NUM + r"))?"),
+                   "step", "loss", "epoch"),
     ProgressFormat("step= / global_step= key-value", "NeMo/Lightning postfix, generic training loops",
                    _re(r"\b(?:global_step|step)\s*[=:]\s*(?P<step>\d+(?:\.\d+)?(?:e\+?\d+)?)"
                        r"(?:.*?\bloss\s*[=:]\s*(?P<loss>" + _NUM + r"))?"),
@@ -75,8 +96,15 @@ PROGRESS: tuple[ProgressFormat, ...] = (
 
 CHECKPOINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Hugging Face Trainer", _re(r"Saving model checkpoint to (?P<path>\S+)")),
+    # transformers 5 step checkpoints log only these (reference §2.7); the checkpoint is the directory.
+    ("Hugging Face Trainer (transformers 5)",
+     _re(r"(?:Configuration|Model weights|tokenizer config file|Special tokens file|chat template) saved in "
+         r"(?P<path>\S*?checkpoint-\d+)(?:/|\s|$)")),
     ("Lightning ModelCheckpoint", _re(r"saving model to '(?P<path>[^']+)'")),
-    ("generic", _re(r"(?:saved|saving|wrote) checkpoint[^\n]*?(?P<path>\S*checkpoint[-_]\d+\S*)")),
+    ("TensorFlow", _re(r"Saving checkpoints? for \d+ into (?P<path>\S+)")),
+    # Home-made loops: any save line naming a path (`saved checkpoint …/ckpt_step200.pt`).
+    ("generic", _re(r"\b(?:saved|saving|wrote|writing)\b[^\n]*?checkpoint[^\n]*?"
+                    r"(?P<path>(?:[\w.~-]*/)+[\w.=-]+)")),
 )
 
 SIGNATURES: tuple[Signature, ...] = (
@@ -101,13 +129,65 @@ SIGNATURES: tuple[Signature, ...] = (
               _re(r"ChildFailedError|elastic\.multiprocessing\.api:failed \(exitcode"), "crash",
               "a torchrun worker process failed"),
 )
+LAUNCHERS = frozenset({"torchrun child failed"})  # signatures that only say "a worker failed"
 # One pass over a line first: most lines match no signature and no checkpoint, and a single
 # alternation is several times cheaper than trying each row (bench/bench_progress.py).
 _ANY_SIGNATURE = re.compile("|".join(f"(?:{s.regex.pattern})" for s in SIGNATURES), re.IGNORECASE)
 _ANY_CHECKPOINT = re.compile(r"checkpoint|saving model", re.IGNORECASE)
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
-TRACEBACK_WINDOW = 40
+# Anywhere in the line: a traceback can start glued to an unfinished bar (`…it/s]Traceback (most…`).
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\b")
+# The launcher's own wrapper around a worker's failure: the worker's exception names the cause.
+_LAUNCHER_EXCEPTION = re.compile(r"ChildFailedError|elastic\.multiprocessing", re.IGNORECASE)
+# CPython's emergency dump when stderr itself broke (a DataLoader worker's death, reference §2.7).
+_EMERGENCY_EXCEPTION = re.compile(r"^object type name: (?P<exc>[A-Za-z_]\w*)")
+# A final error line that names the failure without a traceback (SPEC §11).
+FINAL_ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("launcher: worker return code", _re(r"exits with return code = -?[1-9]\d*")),  # DeepSpeed launcher
+    ("torchrun child failed", _re(r"ChildFailedError")),
+    ("application error", _re(r"\b(?:ERROR|CRITICAL|FATAL)\b.*\b[A-Z]\w*(?:Error|Exception)\b")),
+)
+# Lines that may follow a crash's exception line without undoing it.
+_TRAILER = re.compile(
+    r"^\s*$|CUDA kernel errors might be asynchronously reported|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA|"
+    r"device-side assertions|^=+$|^-+$|^Failures:|^Root Cause|^<NO_OTHER_FAILURES>|^\[\d+\]:$|"
+    r"^\s+(?:time|host|rank|exitcode|error_file|traceback)\s*:|^\S+ FAILED$|^lost sys\.stderr|"
+    r"^object (?:address|refcount|type|repr)|^Exception ignored",
+    re.IGNORECASE)
+CRASH_TRAILING_LINES = 60  # other lines after an exception line that still leave it the final crash
+TRACEBACK_WINDOW = 400  # lines kept for the crash analysis: Lightning's tracebacks alone run to ~75
+
+# What launchers and loggers put in front of a line (SPEC §11), stripped before matching.
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_PREFIX = re.compile(
+    r"^(?:"
+    r"\([\w.:<>-]+ pid=\d+(?:, ip=[\w.:-]+)?\)\s?"              # Ray worker/actor: (RayTrainWorker pid=81)
+    r"|\[(?:rank|default)\d+\]:\s?"                                # torchrun/elastic: [rank3]: / [default0]:
+    r"|\[transformers\] "                                          # transformers 5's logger
+    r"|\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\|[\w.-]+:\d+\] [\d-]+ [\d:,.]+ >> "  # HF logging
+    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+\s+(?:INFO|WARNING|DEBUG)\s+[\w.]+:\d+ -- "  # Ray header
+    r")")
+
+
+def clean(text: str) -> str:
+    """The line as formats are matched: ANSI codes and launcher/logger prefixes removed."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    for _ in range(3):  # prefixes nest: `[rank0]:(RayTrainWorker pid=81) …`
+        if not text or text[0] not in "([0123456789":  # every prefix starts with one of these
+            break
+        stripped = _PREFIX.sub("", text, count=1)
+        if stripped is text or stripped == text:
+            break
+        text = stripped
+    return text
+
+
+def display(text: str) -> str:
+    """The line as shown: prefixes kept, ANSI codes and other control characters removed."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return text.strip()
 
 
 @dataclass
@@ -160,22 +240,35 @@ def _number(text: str | None) -> float | None:
         return None
 
 
+def _segments(lines: Iterable[tuple[str | None, str]]) -> Iterable[tuple[str | None, str]]:
+    """Each kubelet line's `\\r`-separated redraws, every one with that line's timestamp."""
+    for stamp, text in lines:
+        if "\r" in text:
+            for part in text.split("\r"):
+                if part:
+                    yield stamp, part
+        else:
+            yield stamp, text
+
+
 def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
     """Fold (time, text) lines, oldest first, into `Progress`."""
     out = Progress()
-    tail: list[tuple[datetime | None, str]] = []
-    for stamp, text in lines:
-        at = parse_time(stamp) if stamp else None
+    tail: deque[_Seen] = deque(maxlen=TRACEBACK_WINDOW)
+    last_stamp: str | None = None
+    at: datetime | None = None
+    for stamp, raw in _segments(lines):
+        if stamp != last_stamp:  # a line's segments share one timestamp: parse it once
+            at = parse_time(stamp) if stamp else None
+            last_stamp = stamp
+        text = clean(raw)
         out.lines += 1
         if at is not None:
             out.first_line_at = out.first_line_at or at
             out.last_line_at = at
-        tail.append((at, text))
-        if len(tail) > TRACEBACK_WINDOW:
-            tail.pop(0)
         if _ANY_SIGNATURE.search(text):
             sig = next(sig for sig in SIGNATURES if sig.regex.search(text))
-            out.found = Found(sig.name, sig.kind, sig.summary, text.strip()[:300], at)
+            out.found = Found(sig.name, sig.kind, sig.summary, display(raw)[:300], at)
         if _ANY_CHECKPOINT.search(text):
             for _label, regex in CHECKPOINTS:
                 match = regex.search(text)
@@ -184,17 +277,19 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
                     out.checkpoint_at = at
                     break
         lowered = text.lower()
+        advanced = progress = False
         for fmt in PROGRESS:
             if fmt.needle not in lowered:
                 continue
             match = fmt.regex.search(text)
-            if match is None:
+            if match is None or (fmt.exclude is not None and fmt.exclude.search(text)):
                 continue
             step = _number(match.group(fmt.step_group)) if fmt.step_group else None
             loss = _number(match.group(fmt.loss_group)) if fmt.loss_group else None
             if step is None and loss is None and fmt.step_group != "step":
                 continue
             out.recognised += 1
+            progress = True
             if fmt.name not in out.formats:
                 out.formats.append(fmt.name)
             if step is not None:
@@ -207,18 +302,99 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
             if advanced and at is not None:
                 out.last_progress_at = at
             break
-    # A traceback among the last lines, ending in an exception line: the process crashed.
+        tail.append(_Seen(at, text, raw, progress, advanced, stamp))
     if out.found is None or out.found.kind != "hang":
-        for i, (at, text) in enumerate(tail):
-            if _TRACEBACK.match(text.strip()):
-                last = next((t for _, t in reversed(tail[i:]) if t.strip()), "")
-                if _EXCEPTION_LINE.match(last.strip()):
-                    crash = out.found if out.found and out.found.kind == "crash" else None
-                    out.found = crash or Found("traceback", "crash",
-                                               f"the process crashed: {last.strip()[:160]}",
-                                               last.strip()[:300], at)
-                break
+        crash = _final_crash(list(tail))
+        if crash is not None:
+            # A named crash signature (CUDA OOM, a DataLoader worker) says more than "traceback";
+            # the launcher's "a worker failed" says less than the worker's own exception.
+            named = (out.found is not None and out.found.kind == "crash"
+                     and out.found.signature not in LAUNCHERS)
+            out.found = out.found if named else crash
     return out
+
+
+def _exception_line(text: str) -> bool:
+    """`ValueError: …` at the start of a line (source lines of the traceback are indented)."""
+    return not text[:1].isspace() and _EXCEPTION_LINE.match(text) is not None
+
+
+class _Seen(NamedTuple):
+    """One segment among the last lines, as the crash analysis reads it."""
+
+    at: datetime | None
+    text: str  # cleaned: what formats match
+    raw: str  # as logged: what is displayed
+    progress: bool  # a progress line
+    advanced: bool  # progress moved on this line
+    stamp: str | None
+
+
+def _went_on(after: list[_Seen]) -> bool:
+    """Progress after an exception line means the process went on — unless it all comes from one
+    kubelet line: a bar on stdout without a newline is flushed at exit in one piece, stamped after
+    the traceback on stderr (recorded: lightning-crash-tqdm.log)."""
+    moved = [s for s in after if s.advanced]
+    if not moved:
+        return False
+    stamps = {s.stamp for s in moved}
+    return None in stamps or len(stamps) > 1
+
+
+def _final_crash(tail: list[_Seen]) -> Found | None:
+    """The process's final crash among the last lines, if any: the last traceback whose exception
+    line nothing went on after, else a final error line naming the failure."""
+    exceptions: list[tuple[datetime | None, str, str]] = []  # (time, exception line, raw) per traceback
+    i = 0
+    while i < len(tail):
+        if not _TRACEBACK.search(tail[i].text):
+            i += 1
+            continue
+        j = i + 1
+        while j < len(tail) and not _exception_line(tail[j].text) and not _TRACEBACK.search(tail[j].text):
+            j += 1
+        if j < len(tail) and _exception_line(tail[j].text):
+            rest = tail[j + 1:]
+            others = sum(1 for s in rest if not s.progress and not _TRAILER.search(s.text))
+            if not _went_on(rest) and others <= CRASH_TRAILING_LINES:
+                exceptions.append((tail[i].at, tail[j].text.strip(), tail[j].raw))
+        elif j >= len(tail) or _TRACEBACK.search(tail[j].text):
+            emergency = next((m for s in tail[i + 1:j] if (m := _EMERGENCY_EXCEPTION.match(s.text))), None)
+            if emergency is not None and not _went_on(tail[j:]):
+                exceptions.append((tail[i].at, f"{emergency['exc']} (the traceback was cut off)", ""))
+        i = j if j > i else i + 1
+    if exceptions:
+        return _root_cause(exceptions, tail)
+    for seen in reversed(tail):
+        if _TRAILER.search(seen.text):
+            continue
+        if seen.advanced:
+            return None
+        for name, regex in FINAL_ERRORS:
+            if regex.search(seen.text):
+                return Found(name, "crash", f"the process failed: {display(seen.text)[:160]}",
+                             display(seen.raw)[:300], seen.at)
+        return None
+    return None
+
+
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+
+
+def _root_cause(exceptions: list[tuple[datetime | None, str, str]], tail: list[_Seen]) -> Found:
+    """The crash to name: the last exception — or, when that is the launcher's own wrapper
+    (torchrun's `ChildFailedError`), the worker exception its "Root Cause" rank raised (its peers
+    then fail too, on the closed connection), else the first worker's."""
+    cause = exceptions[-1]
+    if _LAUNCHER_EXCEPTION.search(cause[1]):
+        workers = [e for e in exceptions if not _LAUNCHER_EXCEPTION.search(e[1])]
+        root = next((k for k, s in enumerate(tail) if s.text.startswith("Root Cause")), None)
+        rank = None if root is None else next(
+            (m[1] for s in tail[root:] if (m := _ROOT_RANK.match(s.text))), None)
+        by_rank = [e for e in workers if rank is not None and e[2].lstrip().startswith(f"[rank{rank}]:")]
+        cause = by_rank[0] if by_rank else (workers[0] if workers else cause)
+    at, line, raw = cause
+    return Found("traceback", "crash", f"the process crashed: {line[:160]}", display(raw or line)[:300], at)
 
 
 def sparkline(values: list[float]) -> str:
@@ -232,4 +408,5 @@ def sparkline(values: list[float]) -> str:
     return "".join(bars[min(7, int((v - low) / span * 7.999))] for v in points)
 
 
-__all__ = ["CHECKPOINTS", "PROGRESS", "SIGNATURES", "Found", "Progress", "parse_progress", "sparkline"]
+__all__ = ["CHECKPOINTS", "PROGRESS", "SIGNATURES", "Found", "Progress", "clean", "display", "parse_progress",
+           "sparkline"]

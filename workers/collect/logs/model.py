@@ -65,15 +65,26 @@ def split_timestamp(raw: str) -> LogLine:
 def last_lines(text: str, tail: int, *, timestamps: bool) -> tuple[list[LogLine], bool]:
     """The last ``tail`` lines of ``text`` and whether older lines were left out.
 
-    Carriage returns end a line too (tqdm and Lightning redraw bars with `\\r`);
-    the empty remainder after a final newline is not a line.
+    Carriage returns end a line too (tqdm and Lightning redraw bars with `\\r`), but the
+    kubelet stamps a line once, before all its redraws: the timestamp is read off the
+    `\\n`-line first and every `\\r` segment keeps it (SPEC §11). The empty remainder
+    after a final newline is not a line.
     """
-    raw = re.split(r"\r\n|\r|\n", text)
+    raw = re.split(r"\r?\n", text)
     if raw and raw[-1] == "":
         raw.pop()
-    truncated = len(raw) > tail
-    kept = raw[-tail:] if tail > 0 else []
-    return [split_timestamp(r) if timestamps else LogLine(text=r) for r in kept], truncated
+    if not any("\r" in r for r in raw[-tail:] if tail > 0):
+        truncated = len(raw) > tail
+        kept = raw[-tail:] if tail > 0 else []
+        return [split_timestamp(r) if timestamps else LogLine(text=r) for r in kept], truncated
+    out: list[LogLine] = []
+    for r in raw:
+        line = split_timestamp(r) if timestamps else LogLine(text=r)
+        if "\r" in line.text:
+            out.extend(LogLine(time=line.time, text=part) for part in line.text.split("\r"))
+        else:
+            out.append(line)
+    return (out[-tail:] if tail > 0 else []), len(out) > tail
 
 
 __all__ = ["DEFAULT_TAIL", "MAX_TAIL", "LogLine", "LogsResult", "Source", "last_lines", "split_timestamp"]
