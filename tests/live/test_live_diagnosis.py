@@ -216,3 +216,24 @@ def test_cli_live_diagnose_saves_a_snapshot_that_replays(tmp_path: Path) -> None
     replay = subprocess.run([sys.executable, "-m", "workers.cli", "diagnose", "train", "--from-file",
                              str(saved), "--format", "json"], capture_output=True, text=True, timeout=60)
     assert json.loads(replay.stdout)["first_incomplete"] == "Kueue admission"
+
+
+async def test_a_misspelt_run_gets_did_you_mean_from_the_runs_the_user_may_list(tmp_path: Path) -> None:
+    """Not found: one more round lists the namespace's RayJobs and Jobs as the user, and the answer
+    names the close ones (k8s.job/k8s.rayjob: batch/v1 and KubeRay v1 shapes)."""
+    objs = [*workspace_objects(), k8s.job("llama-ft-7b"), k8s.rayjob("ray-pretrain-13b")]
+    result, requests = await run_live(objs, tmp_path, "llama-ft-7")
+    submitted = result.diagnosis.phase("Submitted")
+    assert submitted.reason == "run.not_found" and "did you mean llama-ft-7b?" in submitted.summary
+    assert result.diagnosis.next_action.startswith("Did you mean llama-ft-7b?")
+    lists = [r for r in requests if r.method == "GET" and r.path.endswith(("/rayjobs", "/jobs"))]
+    assert len(lists) == 2 and all(r.headers.getall("Impersonate-User") == [ALICE.user] for r in lists)
+
+
+async def test_no_suggestion_when_the_user_may_not_list_runs_and_none_for_a_far_name(tmp_path: Path) -> None:
+    objs = [*workspace_objects(), k8s.job("llama-ft-7b")]
+    denied, _ = await run_live(objs, tmp_path, "llama-ft-7",
+                               setup=lambda emu: emu.forbid("list", "jobs", group="team-vision"))
+    assert "did you mean" not in denied.diagnosis.phase("Submitted").summary
+    far, _ = await run_live(objs, tmp_path, "resnet-50")
+    assert far.diagnosis.phase("Submitted").summary.startswith("run resnet-50 not found: no RayJob or Job")

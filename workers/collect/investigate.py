@@ -41,7 +41,7 @@ from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.gaps import ReadGap
 from workers.diagnosis.layers import layer_info
-from workers.diagnosis.linkage import RunObjects, find_run
+from workers.diagnosis.linkage import RunObjects, find_run, run_names
 from workers.diagnosis.models import (
     Diagnosis,
     ExperimentEvidence,
@@ -179,6 +179,7 @@ class Collected:
     diagnosis: Diagnosis | None = None
     alongside: Any = None  # what `alongside` returned, when it ran
     linked: RunObjects | None = None  # the run's objects, linked once after round 2 (+ round 3's events)
+    known_runs: list[str] | None = None  # a run not found: the names the user may list instead
 
 
 async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, tauworkspace: str, *,
@@ -218,7 +219,15 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
             ref.get("kind") == "RayJob" for ref in (j.get("metadata") or {}).get("ownerReferences") or [])]
         objects[:] = [o for o in objects if o.get("kind") != "Job" or o in job_items]
     if not rayjob_items and not job_items:
-        return Collected(objects, gaps, tw)
+        if gaps:  # a read failed: never "not found", and no guesses
+            return Collected(objects, gaps, tw)
+        # Not found: the runs the user may list in the namespace, for "did you mean" (one more round,
+        # only on this path; a LIST the user may not make suggests nothing).
+        listed = await asyncio.gather(
+            reader.list(resource_path("ray.io", "v1", "rayjobs", namespace), limit=PAGE_SIZE),
+            reader.list(resource_path("batch", "v1", "jobs", namespace), limit=PAGE_SIZE))
+        runs = [o for got in listed if not isinstance(got, ReadError) for o in got]  # kinds set by the reader
+        return Collected(objects, gaps, tw, known_runs=run_names(runs))
     is_rayjob = bool(rayjob_items)  # a RayJob wins; a Job of its name is its submitter
     run_obj = (rayjob_items or job_items)[0]
 
@@ -421,7 +430,8 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
     elif (logs is None and experiment is None and not node_gaps and len(objects) == len(collected.objects)
           and not (gpu_profile and gpu_profile.gpu_health)):
         diagnosis = collected.diagnosis or evaluate(objects, run, now, ns, collected.gaps,
-                                                    stall_seconds=stall_seconds, linked=collected.linked)
+                                                    stall_seconds=stall_seconds, linked=collected.linked,
+                                                    known_runs=collected.known_runs)
     else:
         diagnosis = evaluate(objects, run, now, ns, collected.gaps, logs=logs, experiment=experiment,
                              stall_seconds=stall_seconds, node_gaps=node_gaps,

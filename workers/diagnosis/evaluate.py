@@ -14,7 +14,7 @@ from datetime import datetime
 from . import later_evidence
 from .gaps import PHASE_NEEDS, ReadGap
 from .layers import layer_info
-from .linkage import RunObjects, find_run
+from .linkage import RunObjects, find_run, run_names
 from .models import (
     Diagnosis,
     ExperimentEvidence,
@@ -161,6 +161,7 @@ def evaluate(
     node_gaps: dict[str, str] | None = None,
     dcgm_health: dict[str, list[str]] | None = None,
     linked: RunObjects | None = None,
+    known_runs: list[str] | None = None,
 ) -> Diagnosis:
     """Diagnose `run` from the snapshot's objects as of `now`.
 
@@ -173,7 +174,9 @@ def evaluate(
     """
     objects, skipped = sanitize(_objects(snapshot))
     objs = linked if linked is not None else find_run(objects, run, namespace)  # the monitor links once
-    ctx = RunContext(objs=objs, now=now)
+    if objs.run is None and known_runs is None:  # offline: the dump's own runs
+        known_runs = run_names(objects, namespace)
+    ctx = RunContext(objs=objs, now=now, known_runs=tuple(known_runs or ()))
     results: dict[str, PhaseResult] = {}
     for name, fn in EVALUATION_ORDER:
         results[name] = fn(ctx, dict(results))

@@ -173,6 +173,20 @@ def _pick_run(candidates: list[dict]) -> dict | None:
     return None
 
 
+def run_names(objects: list[dict], namespace: str | None = None) -> list[str]:
+    """The names of the runs (RayJobs, and Jobs no RayJob owns) among the objects, sorted."""
+    names = set()
+    for obj in objects:
+        kind, m = obj.get("kind"), meta(obj)
+        if namespace is not None and (m.get("namespace") or "") != namespace:
+            continue
+        if kind == "RayJob" or (kind == "Job" and not any(
+                ref.get("kind") == "RayJob" for ref in m.get("ownerReferences") or [])):
+            if isinstance(m.get("name"), str):
+                names.add(m["name"])
+    return sorted(names)
+
+
 def find_run(objects: list[dict], name: str, namespace: str | None = None) -> RunObjects:
     """Link the run called `name` (optionally in `namespace`) to its objects."""
     by_kind: dict[str, list[dict]] = defaultdict(list)

@@ -30,6 +30,7 @@ RESEARCHER = Finding(
 class RunContext:
     objs: RunObjects
     now: datetime
+    known_runs: tuple[str, ...] = ()  # names of the runs that do exist (for "did you mean")
     _verdicts: dict[tuple[str, int], PodVerdict] = field(default_factory=dict, repr=False)
     _summaries: dict[int, PodSummary] = field(default_factory=dict, repr=False)
     _unsettled: dict[int, tuple[list[dict], list[dict]]] = field(default_factory=dict, repr=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from .. import registry
 from ..models import Finding, PhaseResult, PhaseState
 from ..timeutil import parse_time, stamp
@@ -35,11 +37,16 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
     objs = ctx.objs
     if objs.run is None:
         where = f"namespace {objs.namespace}" if objs.namespace else "the snapshot"
-        return result(
-            NAME, LAYER, PhaseState.WARNING,
-            f"run {objs.name} not found: no RayJob or Job of that name in {where}",
-            NOT_FOUND,
-        )
+        close = difflib.get_close_matches(objs.name, ctx.known_runs, n=3, cutoff=0.75)
+        if not close:
+            return result(NAME, LAYER, PhaseState.WARNING,
+                          f"run {objs.name} not found: no RayJob or Job of that name in {where}", NOT_FOUND)
+        names = " or ".join(close)
+        action = f"Did you mean {names}? {NOT_FOUND.next_action}"
+        finding = NOT_FOUND.model_copy(update={"next_action": action})
+        return result(NAME, LAYER, PhaseState.WARNING,
+                      f"run {objs.name} not found in {where}; did you mean {names}?", finding,
+                      [f"runs with a close name: {', '.join(close)}"])
     if ctx.status.get("jobDeploymentStatus") == "ValidationFailed":
         msg = ctx.status.get("message") or ctx.status.get("reason") or "ValidationFailed"
         return result(NAME, LAYER, PhaseState.WARNING,
