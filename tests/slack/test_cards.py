@@ -11,7 +11,10 @@ from tests.fixtures import k8s
 from workers.diagnosis.checks import Check, LayerReport
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis
+from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import (
+    FIRST_SCREEN_CHARS,
+    FIRST_SCREEN_LINES,
     STATE_EMOJI,
     CardError,
     build_error_card,
@@ -21,9 +24,11 @@ from workers.render.cards import (
     render_error_card,
     render_phase_card,
     render_workspace_card,
+    screen_size,
     validate_blocks,
 )
 from workers.render.mrkdwn import ELLIPSIS
+from workers.render.slots import AutoPostFooter, EscalationSlot, MuteNote, MuteSlot, WatchFooter
 
 from .conftest import example_objects
 
@@ -187,6 +192,45 @@ def test_long_everything_stays_within_limits() -> None:
     card = render_phase_card(build_phase_card(d, workspace="w" * 63, operator_hints_allowed=True))
     assert block_errors(card.blocks) == []
     assert len(card.blocks) <= 50
+
+    # Every footer at once as well (a watched, auto-posted, muted, escalated card): the first
+    # screen still keeps SPEC §7's bounds, and the whole text is still in *Details*.
+    context = build_phase_card(d, workspace="w" * 63, operator_hints_allowed=True, diagnosed_at=NOW, requests=9)
+    stop = CardButton(action_id="stop_watching", text="⏹️ Stop watching", value="watch-" + "0" * 24)
+    context = (context.with_slot(WatchFooter(status="👀 *Watching* every 30 s until 11:00 UTC; the thread gets "
+                                             "one line per phase change.", updated="last refreshed 10:30:00 UTC",
+                                             stop_button=stop))
+               .with_slot(AutoPostFooter(status="🚨 *Auto-posted by taubot*: stalled at *Container start* "
+                                                "(crash.exit) since 2026-11-30 10:01:00Z."))
+               .with_slot(MuteSlot(note=MuteNote(by="U012ALICE", until=NOW)))
+               .with_slot(EscalationSlot(note=EscalatedNote(owner="researcher", by="U012ALICE", at=NOW))))
+    card = render_phase_card(context)
+    assert block_errors(card.blocks) == []
+    chars, lines = screen_size(card.blocks)
+    assert chars <= FIRST_SCREEN_CHARS and lines <= FIRST_SCREEN_LINES
+    text = card_text(card.blocks)
+    assert "*First incomplete: Container start*" in text and "*Owner:* researcher" in text
+    assert "xxx" + ELLIPSIS in text  # cut visibly…
+    assert "x" * 1500 in details_text(context)  # …and in *Details* at its own, larger limits
+
+
+def test_a_card_takes_each_feature_only_through_its_typed_slot() -> None:
+    d = diagnose_example("l4-job-waiting-for-quota", "llama-ft-7b")
+    context = build_phase_card(d, workspace="vision", operator_hints_allowed=False)
+    with pytest.raises(TypeError):
+        context.with_slot("🔕 muted", kind=MuteSlot)  # type: ignore[arg-type]
+    muted = context.with_slot(MuteSlot(note=MuteNote(by="U012ALICE", until=NOW)))
+    assert "🔕 Auto-posts muted by @U012ALICE until 2026-11-30 10:30 UTC." in card_text(
+        render_phase_card(muted).blocks)
+    assert muted.escalation == context.escalation and muted.watch is None  # no other slot touched
+
+
+def test_a_cut_never_splits_an_entity_or_leaves_a_code_span_open() -> None:
+    from workers.render.mrkdwn import clip
+
+    assert clip("abc &lt;!channel&gt; def", 7) == "abc " + ELLIPSIS  # not "abc &l…"
+    cut = clip("run `/tau logs some-very-long-run-name --previous` now", 20)
+    assert cut.count("`") == 2 and cut.endswith(ELLIPSIS) and len(cut) <= 20
 
 
 def test_unreachable_layers_are_not_shown_as_failures() -> None:

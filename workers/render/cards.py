@@ -41,7 +41,7 @@ from workers.diagnosis.registry import BY_NAME, CHECK_NAMES, LAYER_CHECKS, RAYJO
 from workers.render.profile import profile_lines
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton
-from .mrkdwn import code, code_block, escape, plain, slack_len, truncate
+from .mrkdwn import clip, code, code_block, escape, plain, slack_len, truncate
 from .slots import AutoPostFooter, EscalationSlot, MuteSlot, SlottedCard
 
 
@@ -79,6 +79,7 @@ FIRST_SCREEN_EVIDENCE = 3  # lines; the rest is in *Details*
 EVIDENCE_LINE_BUDGET = 160
 FOCUS_BUDGET = 220
 NEXT_BUDGET = 320
+SHORTEN_STEPS = (200, 150, 110, 80, 60)  # per-line limits tried when a card is still too long
 
 STATE_EMOJI: dict[PhaseState, str] = {
     PhaseState.DONE: "✅",
@@ -630,10 +631,28 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
     blocks: list[dict[str, Any]] = []
     for shown in range(len(lines), -1, -1):
         blocks = render_template("phase_card.json.j2", context, evidence=_evidence_text(lines, shown, total))
-        chars, count = screen_size(blocks)
-        if chars <= FIRST_SCREEN_CHARS and count <= FIRST_SCREEN_LINES:
+        if _fits(blocks):
+            return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
+    # Still too long without evidence (long cluster text and every footer at once): shorten each
+    # line of the card's own text, step by step; the whole of it is in *Details*.
+    for limit in SHORTEN_STEPS:
+        shorter = context.model_copy(update={
+            "meta": clip(context.meta, limit), "unreachable": clip(context.unreachable, limit),
+            "tree": _clip_lines(context.tree, limit), "handoff": _clip_lines(context.handoff, limit),
+            "notes": [clip(n, limit) for n in context.notes]})
+        blocks = render_template("phase_card.json.j2", shorter, evidence="")
+        if _fits(blocks):
             break
     return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
+
+
+def _fits(blocks: list[dict[str, Any]]) -> bool:
+    chars, lines = screen_size(blocks)
+    return chars <= FIRST_SCREEN_CHARS and lines <= FIRST_SCREEN_LINES
+
+
+def _clip_lines(text: str, limit: int) -> str:
+    return "\n".join(clip(line, limit) for line in text.split("\n"))
 
 
 def _with_escalated_note(blocks: list[dict[str, Any]], context: SlottedCard) -> list[dict[str, Any]]:

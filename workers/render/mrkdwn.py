@@ -124,6 +124,24 @@ def code_block(text: str, limit: int, *, tail: bool = False) -> str:
     return _BLOCK_FENCE_OPEN + fitted + _BLOCK_FENCE_CLOSE
 
 
+def clip(text: str, limit: int) -> str:
+    """Cut already-escaped mrkdwn to at most ``limit`` units with ``…``, never inside an entity
+    (`&lt;`) or a character, and closing an inline code span the cut left open."""
+    if slack_len(text) <= limit:
+        return text
+    pieces: list[str] = []
+    clusters = _clusters(text)
+    i = 0
+    while i < len(clusters):
+        entity = next((e for e in _ENTITIES.values() if "".join(clusters[i:i + len(e)]) == e), None)
+        pieces.append(entity or clusters[i])
+        i += len(entity) if entity else 1
+    out = _fit(pieces, limit - 1)
+    if out.count("`") % 2:
+        out = out[: -len(ELLIPSIS)] + "`" + ELLIPSIS
+    return out
+
+
 def plain(text: str, limit: int) -> str:
     """Text for a ``plain_text`` object: Slack renders it literally (no mentions,
     links or entities), so only the length needs care. The ``emoji`` flag of the
