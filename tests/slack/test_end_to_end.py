@@ -115,9 +115,11 @@ def test_crash_looping_rayjob_with_hostile_pod_message(slack_app: SlackApp) -> N
         assert "a Running pod means containers started, not progress" in more
         assert "*GPU run profile*" in more and "`cuda_compute_process`: unavailable" in more
         raw = json.dumps(card["blocks"], ensure_ascii=False) + card["text"]
+        for message in slack_app.fake.thread(CHANNEL, card["thread_ts"]):  # the card and its Details
+            raw += json.dumps(message.get("blocks"), ensure_ascii=False) + str(message.get("text"))
         for markup in ("<!channel>", "<@U123>", "<https://", "<!here>"):
             assert markup not in raw
-        assert "&lt;!channel&gt;" in text and "@\u200bhere" in text
+        assert "&lt;!channel&gt;" in more and "@\u200bhere" in more  # shown, inert, in full in Details
         assert_impersonated_alice(emu)
 
 
