@@ -8,6 +8,7 @@ rendering — with a terminal surface; these tests read what it printed.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -90,3 +91,137 @@ def test_demo_plays_status_watch_and_escalation_and_exits_zero() -> None:
     assert "the run finished (succeeded)" in out
     assert "📣 Escalation for queue-owner" in out
     assert "🚨 Auto-posted by taubot: stalled at Image pull" in out and "Mute 24 h" in out
+
+
+MANIFEST = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: resnet-new
+  namespace: team-vision
+  labels: {kueue.x-k8s.io/queue-name: vision-default}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: trainer
+          image: nvcr.io/nvidia/pytorch:24.05-py3
+          resources:
+            limits: {nvidia.com/gpu: 1}
+"""
+
+
+def test_a_fenced_manifest_or_the_lines_after_validate_are_validated() -> None:
+    fenced = f"/tau validate\n```yaml\n{MANIFEST}```\n"
+    after = f"/tau validate --workspace vision\n{MANIFEST}\n/tau help validate\n"
+    for stdin in (fenced, after):
+        done = taubot("shell", "--demo", stdin=stdin)
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
+        assert "no manifest" not in out and "type `/tau help`" not in out
+        assert "resnet-new" in out and "Traceback" not in out + done.stderr
+    assert "… kind: Job" in out  # the transcript shows the pasted lines as part of the command
+    assert "explains one command" not in out and "--workspace W" in out  # the next line ran on its own
+
+
+def test_button_numbers_stay_with_their_card_across_updates() -> None:
+    done = taubot("shell", "--demo", stdin="/tau status llama-ft-queued\n/tau status resnet-watch --watch --interval 15\n")
+    assert done.returncode == 0, done.stderr
+    watch = done.stdout.split("› /tau status resnet-watch", 1)[1]
+    stops = set(re.findall(r"\[(\d+)\] (?:⏹️ )?Stop watching", watch))
+    assert len(stops) == 1 and watch.count("✎ card updated") >= 2, watch[:3000]
+
+
+def test_the_watch_runs_beside_the_prompt_and_stop_watching_can_be_pressed() -> None:
+    """Driven with streams: entries come from a queue, and each watch tick waits for the test's
+    go-ahead (the Ticker's pace), so a press lands between two ticks."""
+    import queue
+    import threading
+
+    from workers.cli.shell import demo_session
+
+    printed: list[str] = []
+    seen = threading.Condition()
+
+    def write(text: str) -> None:
+        with seen:
+            printed.append(text)
+            seen.notify_all()
+
+    def wait_for(needle: str) -> str:
+        with seen:
+            assert seen.wait_for(lambda: needle in "".join(printed), timeout=60), "".join(printed)[-3000:]
+            return "".join(printed)
+
+    typed: queue.Queue[str | None] = queue.Queue()
+    go = threading.Semaphore(0)
+
+    def pace(_due: object) -> float:
+        go.acquire(timeout=60)
+        return 0.0
+
+    with demo_session(write) as shell:
+        session = threading.Thread(target=shell.run, args=(iter(typed.get, None),),
+                                   kwargs={"echo": True, "background": True, "pace": pace})
+        session.start()
+        typed.put("/tau status resnet-watch --watch --interval 15")
+        out = wait_for("Stop watching")
+        [stop] = re.findall(r"\[(\d+)\] (?:⏹️ )?Stop watching", out)
+        for _ in range(3):  # ticks at +15 s, +30 s, +45 s: the run started at +40 s
+            go.release()
+        wait_for("✎ card updated")
+        typed.put("/tau help status")  # the prompt answers while the watch goes on
+        wait_for("Example: `/tau status llama-ft-7b`")
+        typed.put(stop)
+        out = wait_for(f"▶ pressed [{stop}]")
+        typed.put(None)
+        for _ in range(20):
+            go.release()
+        session.join(timeout=60)
+    assert not session.is_alive()
+    after = "".join(printed).split(f"▶ pressed [{stop}]", 1)[1]
+    assert "stopped" in after.lower() and "the run finished (succeeded)" not in after
+
+
+def test_the_readme_shell_line_with_placeholders_is_one_clear_line() -> None:
+    env = {**os.environ, "TAUBOT_WORKSPACES_DIR": "…", "TAUBOT_IDENTITY_FILE": "…"}
+    done = subprocess.run([sys.executable, "-m", "workers.cli", "shell", "--user", "U012ALICE", "--channel",
+                           "C012ABCDEF"], input="", capture_output=True, text=True, cwd=REPO, timeout=60, env=env)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("taubot: error: TAUBOT_WORKSPACES_DIR: … is not a directory")
+
+
+def _own_cluster(tmp_path: Path, **env: str) -> dict[str, str]:
+    (tmp_path / "ws").mkdir(parents=True)
+    (tmp_path / "ws" / "vision.yaml").write_text(
+        "apiVersion: taugrid.io/v1alpha1\nkind: WorkspaceConnection\nmetadata: {name: vision}\n"
+        "spec:\n  cluster: {context: aks-east}\n  namespace: team-vision\n  workspace: vision\n"
+        "  localQueue: vision-default\n  slack: {channels: [C012ABCDEF]}\n")
+    (tmp_path / "identity.yaml").write_text("users:\n  U012ALICE: {user: alice@example.com}\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TAUBOT_")}
+    return {**base, "TAUBOT_WORKSPACES_DIR": str(tmp_path / "ws"),
+            "TAUBOT_IDENTITY_FILE": str(tmp_path / "identity.yaml"), **env}
+
+
+def _shell(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workers.cli", "shell", "--user", "U012ALICE", "--channel",
+                           "C012ABCDEF", *args], input="/tau help\n", capture_output=True, text=True, cwd=REPO,
+                          timeout=60, env=env)
+
+
+def test_the_shell_says_which_redis_it_uses_and_never_picks_one_up(tmp_path: Path, redis_url: str) -> None:
+    unset = _shell(_own_cluster(tmp_path))
+    assert unset.returncode == 2 and "taubot shell needs a Redis" in unset.stderr
+    assert "does not use whatever answers on :6379" in unset.stderr
+    named = _shell(_own_cluster(tmp_path / "a", TAUBOT_REDIS_URL=redis_url))
+    assert named.returncode == 0, named.stderr
+    assert f"Redis: {redis_url} (TAUBOT_REDIS_URL)." in named.stdout
+    memory = _shell(_own_cluster(tmp_path / "b"), "--redis", "memory")
+    assert memory.returncode == 0 and "Redis: fakeredis in process (--redis memory" in memory.stdout
+    gone = _shell(_own_cluster(tmp_path / "c"), "--redis", "redis://:hunter2@127.0.0.1:1/0")
+    assert gone.returncode == 2
+    [line] = gone.stderr.strip().splitlines()
+    assert "no Redis answers at redis://:***@127.0.0.1:1/0" in line and "hunter2" not in line

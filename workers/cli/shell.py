@@ -1,43 +1,83 @@
-"""`taubot shell [--demo] [--blocks]` and `taubot demo`: taubot without Slack (SPEC §7c)."""
+"""`taubot shell [--demo] [--blocks]` and `taubot demo`: taubot without Slack (SPEC §7c).
+
+Which Redis a session uses is always said in its banner, and never guessed:
+the demo (and `--redis memory`) use fakeredis in process; otherwise the one
+`--redis URL` or `TAUBOT_REDIS_URL` names, and if that does not answer the
+shell says so and stops — it never falls back to whatever answers on :6379,
+which may be someone else's. Bad configuration is one line, never a
+traceback.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .errors import UsageError
 from .registry import subcommand
 
 BANNER = """taubot shell — type /tau commands as in Slack (`/tau help`), a button's number to press it,
-or `exit`. Kubernetes is read as {user} ({identity})."""
+or `exit`. Kubernetes is read as {user} ({identity}). Redis: {redis}."""
+MEMORY = "memory"
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 @contextlib.contextmanager
-def _session(args: Any, *, demo: bool) -> Iterator[Any]:
-    from shell.repl import Shell, in_process_redis, local_redis
+def demo_session(write: Callable[[str], None] = _write, *, blocks: bool = False) -> Iterator[Any]:
+    """A shell on the bundled demo cluster (in process), with fakeredis and the demo's clock."""
+    from shell.demo_cluster import CHANNEL, IDENTITY, START, USER, demo_cluster, run_table
+    from shell.repl import Shell, in_process_redis
     from workers.clock import ManualClock
+    from workers.settings import load_settings
+
+    with demo_cluster() as cluster:
+        settings = load_settings(workspaces_dir=cluster.workspaces_dir, identity_file=cluster.identity_file,
+                                 button_signing_key=secrets.token_hex(16))
+        write(BANNER.format(user=USER, identity=IDENTITY["user"], redis="fakeredis in process (the demo's)")
+              + "\n")
+        write("Demo cluster (in process):\n" + "\n".join(run_table()) + "\n")
+        yield Shell(settings, user=USER, channel=CHANNEL, write=write, conn=in_process_redis(),
+                    clock=ManualClock(START), blocks_json=blocks, on_time=cluster.advance)
+
+
+def _redis(args: Any, settings: Any) -> tuple[Any, str]:
+    """The session's Redis and how the banner names it (see the module docstring)."""
+    from shell.repl import in_process_redis, named_redis, redacted
+
+    if args.redis == MEMORY:
+        return in_process_redis(), "fakeredis in process (--redis memory: shared with no bot or worker)"
+    if args.redis:
+        url, source = args.redis, "--redis"
+    elif os.environ.get("TAUBOT_REDIS_URL") or os.environ.get("TAUBOT_REDIS_URL_FILE"):
+        url, source = settings.redis_url, "TAUBOT_REDIS_URL"
+    else:
+        raise UsageError("taubot shell needs a Redis: set TAUBOT_REDIS_URL, or pass --redis URL, or "
+                         "--redis memory (fakeredis in process); it does not use whatever answers on :6379")
+    try:
+        return named_redis(url), f"{redacted(url)} ({source})"
+    except ConnectionError as exc:
+        raise UsageError(f"{exc} (--redis memory runs one in process)") from None
+
+
+@contextlib.contextmanager
+def _session(args: Any) -> Iterator[Any]:
+    if args.demo:
+        with demo_session(blocks=args.blocks) as shell:
+            yield shell
+        return
+    from bot.identity import IdentityConfigError
+    from shell.repl import Shell
+    from workers.clock import SystemClock
     from workers.settings import SettingsError, load_settings
 
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    if demo:
-        from shell.demo_cluster import CHANNEL, IDENTITY, START, USER, demo_cluster, run_table
-
-        with demo_cluster() as cluster:
-            settings = load_settings(workspaces_dir=cluster.workspaces_dir,
-                                     identity_file=cluster.identity_file,
-                                     button_signing_key=secrets.token_hex(16))
-            clock = ManualClock(START)
-            write(BANNER.format(user=USER, identity=IDENTITY["user"]) + "\n")
-            write("Demo cluster (in process; Redis: fakeredis in process):\n" + "\n".join(run_table()) + "\n")
-            yield Shell(settings, user=USER, channel=CHANNEL, write=write, conn=in_process_redis(),
-                        clock=clock, blocks_json=args.blocks, on_time=cluster.advance)
-        return
     try:
         settings = load_settings()
     except SettingsError as exc:
@@ -48,37 +88,47 @@ def _session(args: Any, *, demo: bool) -> Iterator[Any]:
     if not args.user or not args.channel:
         raise UsageError("taubot shell needs --user U… (your Slack user id in the identity file) and "
                          "--channel C… (a channel a workspace descriptor lists)")
-    conn = local_redis(settings.redis_url)
-    if conn is None:
-        write("(no Redis answers at TAUBOT_REDIS_URL: using fakeredis in process)\n")
-        conn = in_process_redis()
-    from workers.clock import SystemClock
+    if not settings.workspaces_dir.is_dir():
+        raise UsageError(f"TAUBOT_WORKSPACES_DIR: {settings.workspaces_dir} is not a directory")
+    conn, where = _redis(args, settings)
+    try:
+        shell = Shell(settings, user=args.user, channel=args.channel, write=_write, conn=conn,
+                      clock=SystemClock(), blocks_json=args.blocks)
+    except IdentityConfigError as exc:
+        raise UsageError(f"TAUBOT_IDENTITY_FILE: {exc}") from None
+    _write(BANNER.format(user=args.user, identity="your mapped identity", redis=where) + "\n")
+    yield shell
 
-    write(BANNER.format(user=args.user, identity="your mapped identity") + "\n")
-    yield Shell(settings, user=args.user, channel=args.channel, write=write, conn=conn, clock=SystemClock(),
-                blocks_json=args.blocks)
+
+class _Prompt:
+    """`input()` lines for a terminal, with "…" while an entry takes more lines."""
+
+    def __init__(self) -> None:
+        self.more = False
+
+    def continuing(self, more: bool) -> None:
+        self.more = more
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            try:
+                yield input("… " if self.more else "› ")
+            except EOFError:
+                return
 
 
 def cmd_shell(args: Any) -> int:
-    with _session(args, demo=args.demo) as shell:
-        interactive = sys.stdin.isatty()
-        lines = _prompted() if interactive else sys.stdin
-        return shell.run(lines, echo=not interactive)
-
-
-def _prompted() -> Iterator[str]:
-    while True:
-        try:
-            yield input("› ")
-        except EOFError:
-            return
+    with _session(args) as shell:
+        if sys.stdin.isatty():
+            prompt = _Prompt()
+            return shell.run(prompt, echo=False, continuing=prompt.continuing, background=True)
+        return shell.run(sys.stdin, echo=True)
 
 
 def cmd_demo(args: Any) -> int:
     from shell.demo import play
 
-    args.blocks = False
-    with _session(args, demo=True) as shell:
+    with demo_session() as shell:
         return play(shell)
 
 
@@ -90,9 +140,12 @@ def add(sub: Any) -> None:
     shell.add_argument("--blocks", action="store_true", help="print Block Kit JSON instead of text")
     shell.add_argument("--user", help="your Slack user id, as the identity file maps it (not with --demo)")
     shell.add_argument("--channel", help="the channel to act in (not with --demo)")
+    shell.add_argument("--redis", metavar="URL|memory",
+                       help="the Redis to use (default TAUBOT_REDIS_URL, which must then be set); "
+                       "`memory`: fakeredis in process (not with --demo)")
     shell.set_defaults(func=cmd_shell)
     demo = sub.add_parser("demo", help="play a scripted taubot session on the demo cluster")
     demo.set_defaults(func=cmd_demo)
 
 
-__all__ = ["add"]
+__all__ = ["add", "demo_session"]

@@ -48,16 +48,22 @@ class TerminalSurface:
 
     def _show(self, head: str, channel: str, ts: str, thread_ts: str | None, text: str,
               blocks: list[dict[str, Any]] | None) -> None:
+        # The buttons of a message that was edited are the ones of its newest version only, and
+        # each keeps the number it had (by action, in order), so a number read off the card
+        # before a --watch update still presses the same button after it.
+        before: dict[str, list[int]] = {}
+        for n in sorted(n for n, b in self.buttons.items() if (b.channel, b.ts) == (channel, ts)):
+            before.setdefault(self.buttons.pop(n).action_id, []).append(n)
+
         def number(element: dict[str, Any]) -> int:
-            n = next(self._numbers)
-            self.buttons[n] = PressableButton(n, channel, ts, thread_ts, str(element.get("action_id")),
+            action = str(element.get("action_id"))
+            kept = before.get(action)
+            n = kept.pop(0) if kept else next(self._numbers)
+            self.buttons[n] = PressableButton(n, channel, ts, thread_ts, action,
                                               str(element.get("value") or ""),
                                               str((element.get("text") or {}).get("text") or ""))
             return n
 
-        # The buttons of a message that was edited are the ones of its newest version only.
-        for n in [n for n, b in self.buttons.items() if (b.channel, b.ts) == (channel, ts)]:
-            del self.buttons[n]
         if blocks and self.blocks_json:
             for block in blocks:
                 for element in block.get("elements") or []:
