@@ -290,9 +290,9 @@ def _env(spec: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in spec["containers"][0]["env"]}
 
 
-# Set by the chart for settings other changes add (issue 26 item 9: the metrics bind address;
-# issue 24: the monitor's cluster-wide WATCH). Drop each from here once workers/settings.py has it.
-PENDING_SETTINGS = {"TAUBOT_METRICS_HOST", "TAUBOT_MONITOR_CLUSTER_WIDE"} - {
+# Set by the chart for a setting another change adds (issue 24: the monitor's cluster-wide WATCH).
+# Drop it from here once workers/settings.py has it.
+PENDING_SETTINGS = {"TAUBOT_MONITOR_CLUSTER_WIDE"} - {
     ENV_PREFIX + name.upper() for name in Settings.model_fields}
 
 

@@ -11,7 +11,6 @@ traceback.
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import sys
 from collections.abc import Callable, Iterator
@@ -56,7 +55,7 @@ def _redis(args: Any, settings: Any) -> tuple[Any, str]:
         return in_process_redis(), "fakeredis in process (--redis memory: shared with no bot or worker)"
     if args.redis:
         url, source = args.redis, "--redis"
-    elif os.environ.get("TAUBOT_REDIS_URL") or os.environ.get("TAUBOT_REDIS_URL_FILE"):
+    elif "redis_url" in settings.model_fields_set:  # given (TAUBOT_REDIS_URL or its _FILE), not the default
         url, source = settings.redis_url, "TAUBOT_REDIS_URL"
     else:
         raise UsageError("taubot shell needs a Redis: set TAUBOT_REDIS_URL, or pass --redis URL, or "
