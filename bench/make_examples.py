@@ -11,13 +11,16 @@ the README; the output is deterministic).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from tests.fixtures import k8s
+from tests.fixtures import dcgm, k8s
 from tests.fixtures.k8s import Obj
 
 NOW = "2026-11-30T10:30:00Z"
@@ -804,13 +807,233 @@ def demo_platform() -> list[Obj]:
             k8s.pvc()]
 
 
+# --------------------------------------------------------------------------- the demo's I/O
+# What a live status and /tau logs read beyond the objects, for the demo runs as
+# shell/demo_cluster.py names them (so it runs after the examples are written).
+
+
+def _demo_pods() -> list[tuple[str, Obj]]:
+    """(demo run, pod) for every demo run and every stage of the watched run."""
+    from shell import demo_cluster as demo
+
+    pods = [(run.name, o) for run in demo.RUNS
+            for o in demo.run_objects(run.example, run.example_run, run.name, run.nodes)
+            if o["kind"] == "Pod"]
+    for index in range(len(demo.WATCHED_STAGES)):
+        pods += [(f"{demo.WATCHED}@{index}", o) for o in demo.watched_objects(index) if o["kind"] == "Pod"]
+    return pods
+
+
+RAY_DEMO_RUNS = ("ray-pretrain-live", "ray-data-prep")  # their heads answer: the dashboard's driver log
+
+
+def _ray_jobs() -> list[tuple[str, Obj]]:
+    from shell import demo_cluster as demo
+
+    return [(r.name, o) for r in demo.RUNS if r.name in RAY_DEMO_RUNS
+            for o in demo.run_objects(r.example, r.example_run, r.name) if o["kind"] == "RayJob"]
+
+
+def demo_node(name: str, *, gpus: int = 8, xid: str | None = None) -> Obj:
+    """A Node as `kubectl get node -o json` prints an AKS A100 (or CPU) node, with the GPU problem
+    conditions of AKS's node-problem-detector (shared/reference/node-health.md; the healthy shape of
+    tests/diagnosis/test_node_health.py). ``xid``: an XIDErrors=True message."""
+    beat = k8s.ts(seconds=1780)  # 20 s before the demo's now: a live kubelet's heartbeat
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+              "kubernetes.azure.com/agentpool": "a100" if gpus else "cpu"}
+    if gpus:
+        labels["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-80GB"
+    conditions = [
+        {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+         "message": "kubelet has sufficient memory available"},
+        {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
+         "message": "kubelet has no disk pressure"},
+        {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
+         "message": "kubelet has sufficient PID available"},
+        {"type": "Ready", "status": "True", "reason": "KubeletReady",
+         "message": "kubelet is posting ready status"},
+    ]
+    if gpus:
+        conditions += [
+            {"type": "GPUMissing", "status": "False", "reason": "NoGPUMissing",
+             "message": "Observed GPU count matches expected GPU count"},
+            {"type": "XIDErrors", "status": "True" if xid else "False",
+             "reason": "XIDErrorsFound" if xid else "NoXIDErrors",
+             "message": xid or "No XID errors present in kernel logs"},
+        ]
+    capacity = {"cpu": "96", "memory": "1843313756Ki", "pods": "110",
+                **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "uid": k8s.uid_for("Node", None, name),
+                     "creationTimestamp": k8s.ts(seconds=-30 * 86400)},
+        "spec": {"providerID": f"azure:///subscriptions/0b1f6471-1bf0-4dda-aec3-111122223333/resourceGroups/"
+                               f"mc_taugrid_aks-east_eastus/providers/Microsoft.Compute/virtualMachineScaleSets/"
+                               f"{name[:-6]}/virtualMachines/{int(name[-6:], 36)}",
+                 **({"taints": [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}]} if gpus else {})},
+        "status": {"capacity": capacity, "allocatable": {**capacity, "cpu": "95", "memory": "1730000000Ki"},
+                   "conditions": [{**c, "lastHeartbeatTime": beat,
+                                   "lastTransitionTime": k8s.ts(seconds=-86400)} for c in conditions]},
+    }
+
+
+def head_service(cluster: str) -> Obj:
+    """KubeRay's head Service `<cluster>-head-svc` with its named ports (kuberay-status.md: client
+    10001, gcs-server 6379, dashboard 8265, metrics 8080, serve 8000)."""
+    ports = [("client", 10001), ("gcs-server", 6379), ("dashboard", 8265), ("metrics", 8080), ("serve", 8000)]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{cluster}-head-svc", "namespace": NS,
+                         "labels": {"ray.io/cluster": cluster, "ray.io/node-type": "head",
+                                    "app.kubernetes.io/created-by": "kuberay-operator"},
+                         "uid": k8s.uid_for("Service", NS, f"{cluster}-head-svc")},
+            "spec": {"type": "ClusterIP", "selector": {"ray.io/cluster": cluster, "ray.io/node-type": "head"},
+                     "ports": [{"name": n, "port": p, "protocol": "TCP", "targetPort": p} for n, p in ports]}}
+
+
+def _kubelet(lines: list[tuple[datetime, str]]) -> str:
+    """Lines as `kubectl logs --timestamps` prints them: RFC 3339 with nanoseconds, then the text."""
+    return "".join(f"{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z {text}\n" for at, text in lines)
+
+
+def _hf_training(start: datetime, end: datetime, *, every: int = 30, step0: int = 10,
+                 loss0: float = 2.9) -> list[tuple[datetime, str]]:
+    """A Hugging Face Trainer run: its banner, then a log dict every ``every`` seconds
+    (training-logs.md §2.4 rows 3 and 4: `{'loss': …, 'learning_rate': …, 'epoch': …, 'step': N}`)."""
+    lines = [(start, "***** Running training *****"), (start, "  Num examples = 1,281,167"),
+             (start, "  Total optimization steps = 25,000")]
+    at, step = start + timedelta(seconds=every), step0
+    while at <= end:
+        loss = loss0 * 0.985 ** (step // 10)
+        lines.append((at, f"{{'loss': {loss:.4f}, 'learning_rate': {4.9e-05 * (1 - step / 25000):.8g}, "
+                          f"'epoch': {step / 1000:.4g}, 'step': {step}}}"))
+        if step % 500 == 0:
+            lines.append((at, f"Saving model checkpoint to /mnt/blob-training/resnet/checkpoint-{step}"))
+        at, step = at + timedelta(seconds=every), step + 10
+    return lines
+
+
+def demo_io() -> dict[str, Any]:
+    """Pod logs, proxied answers (Ray driver logs, dcgm-exporter /metrics) and MLflow records."""
+    from shell import demo_cluster as demo
+
+    t0, now = k8s.T0, k8s.T0 + timedelta(minutes=30)  # now: the demo's START
+    logs: list[dict[str, Any]] = []
+    records: dict[str, dict[str, Any]] = {}
+
+    def record(run: str, last: datetime, step: int) -> None:
+        # MLflow runs/get `data.metrics`: the latest `step` and `timestamp` (ms) of each metric (SPEC §10).
+        ms = int(last.timestamp() * 1000)
+        records[run] = {"run": run, "run_id": hashlib.md5(run.encode()).hexdigest(),  # 32 hex, as MLflow's
+                        "metrics": [{"key": "train/loss", "value": 0.82, "timestamp": ms, "step": step},
+                                    {"key": "learning_rate", "value": 4.1e-05, "timestamp": ms,
+                                     "step": step}]}
+
+    for run, pod in _demo_pods():
+        container = pod["spec"]["containers"][0]["name"]
+        if container != "trainer":
+            continue
+        name = pod["metadata"]["name"]
+        entry: dict[str, Any] = {"namespace": NS, "pod": name, "container": container}
+        if run == "llama-ft-oom":
+            # Killed by the kernel's OOM killer: no traceback, the log just stops (pod-failure-shapes.md).
+            entry["text"] = _kubelet(_hf_training(now - timedelta(seconds=50), now - timedelta(seconds=20)))
+            entry["previous"] = _kubelet(_hf_training(now - timedelta(minutes=7), now - timedelta(minutes=5)))
+            record(run, now - timedelta(seconds=20), 20)
+        elif run == "resnet-hang":
+            # Steps until 10:05, then silence; the NCCL watchdog fires after its 10-minute timeout
+            # (training-logs.md §2.5, the current format).
+            hung = t0 + timedelta(minutes=5)
+            entry["text"] = _kubelet([*_hf_training(t0 + timedelta(minutes=1), hung), (
+                hung + timedelta(minutes=10),
+                "[rank0]:[E1130 10:15:00.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught "
+                "collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, "
+                "NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.")])
+            record(run, hung, 90)
+        elif run == "llama-ft-xid":
+            entry["text"] = _kubelet(_hf_training(t0 + timedelta(minutes=1), now - timedelta(seconds=40)))
+            record(run, now - timedelta(seconds=40), 570)
+        elif run == f"{demo.WATCHED}@1":  # running while watched: progress up to its last tick
+            entry["text"] = _kubelet(_hf_training(now - timedelta(minutes=4), now + timedelta(seconds=40),
+                                                  every=10, step0=2000))
+        elif run == f"{demo.WATCHED}@2":
+            entry["text"] = _kubelet([*_hf_training(now - timedelta(minutes=4), now + timedelta(seconds=95),
+                                                    every=10, step0=2000),
+                                      (now + timedelta(seconds=96), "{'train_runtime': 1075.3, "
+                                       "'train_samples_per_second': 1191.4, 'train_steps_per_second': 2.33, "
+                                       "'train_loss': 0.8125, 'epoch': 2.5}"),
+                                      (now + timedelta(seconds=96), "Training completed. Do not forget to "
+                                       "share your model on huggingface.co/models =)")])
+            record(demo.WATCHED, now + timedelta(seconds=40), 2620)  # as its log at the running tick
+        else:
+            continue
+        logs.append(entry)
+
+    proxies: list[dict[str, Any]] = []
+    for run, rayjob in _ray_jobs():
+        cluster, job_id = rayjob["status"]["rayClusterName"], rayjob["status"]["jobId"]
+        if run == "ray-pretrain-live":
+            # The driver's stdout through the dashboard: Ray Train's HF loop, no kubelet stamps.
+            driver = _hf_training(now - timedelta(minutes=20), now - timedelta(seconds=30), every=60,
+                                  step0=100)
+            text = "".join(f"{line}\n" for _, line in driver)
+            record(run, now - timedelta(seconds=30), 290)
+        else:
+            text = ("Running: 0.0/18.0 CPU, 0.0/0.0 GPU, 0.03 MiB/2.33 GiB object_store_memory:   "
+                    "0%|          | 1/1296 [00:00<03:29,  6.17it/s]\n"
+                    "Traceback (most recent call last):\n"
+                    '  File "/home/ray/prep.py", line 41, in <module>\n'
+                    "    ds.write_parquet(OUT)\n"
+                    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. "
+                    "GPU 0 has a total capacity of 79.15 GiB of which 11.06 MiB is free.\n")
+        proxies.append({"kind": "services", "namespace": NS, "name": f"{cluster}-head-svc",
+                        "port": "dashboard", "path": f"api/jobs/{job_id}/logs",
+                        "body": json.dumps({"logs": text}),
+                        "contentType": "application/json"})
+
+    # dcgm-exporter on every GPU node: each GPU attributed to the pod holding it (dcgm.py's shapes).
+    on_node: dict[str, list[tuple[str, Obj]]] = {}
+    for run, pod in _demo_pods():
+        node = pod["spec"].get("nodeName")
+        limits = (pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
+        if node and "nvidia.com/gpu" in limits and pod["status"].get("phase") == "Running":
+            on_node.setdefault(node, []).append((run, pod))
+    for node in sorted(on_node):
+        gpus: list[dcgm.Gpu] = []
+        for run, pod in on_node[node][:1]:  # one run's pod per node (demo_cluster's nodes)
+            busy = 0 if run == "resnet-hang" else 87
+            count = 7 if node == demo.FAULTY_NODE else 8  # the fallen-off GPU reports nothing
+            gpus += [dcgm.Gpu(i, pod=pod["metadata"]["name"], namespace=NS, container="trainer"
+                              if pod["spec"]["containers"][0]["name"] == "trainer" else "ray-worker",
+                              util=busy + i % 3, fb_used=61440 + 512 * i, node=node) for i in range(count)]
+        exporter = dcgm.exporter_pod(node)
+        proxies.append({"kind": "pods", "namespace": exporter["metadata"]["namespace"],
+                        "name": exporter["metadata"]["name"], "port": 9400, "path": "metrics",
+                        "body": dcgm.scrape(gpus, hostname=node), "contentType": "text/plain"})
+    return {"podLogs": logs, "proxies": proxies, "mlflow": list(records.values())}
+
+
+def demo_infrastructure() -> list[Obj]:
+    """Nodes of every demo pod (one with a hardware XID), a dcgm-exporter pod on each GPU node and the
+    Ray head services whose dashboards answer."""
+    from shell import demo_cluster as demo
+
+    pods = _demo_pods()
+    nodes = sorted({p["spec"]["nodeName"] for _, p in pods if p["spec"].get("nodeName")})
+    objs: list[Obj] = [demo_node(n, gpus=8 if "a100" in n else 0,
+                                 xid="XID errors present in kernel logs: Xid 79 (GPU has fallen off the bus)"
+                                 if n == demo.FAULTY_NODE else None) for n in nodes]
+    objs += [dcgm.exporter_pod(n) for n in nodes if "a100" in n]
+    return objs + [head_service(rayjob["status"]["rayClusterName"]) for _, rayjob in _ray_jobs()]
+
+
 def main(argv: list[str] | None = None) -> int:
     out = Path(argv[0]) if argv else OUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     for ex, build in EXAMPLES:
         (out / ex.file).write_text(render(build(), ex.run))
     (out / "README.md").write_text(readme())
-    DEMO_PLATFORM.write_text(json.dumps(k8s.kube_list(*demo_platform()), indent=2) + "\n")
+    platform = {**k8s.kube_list(*demo_platform(), *demo_infrastructure()), "demo": demo_io()}
+    DEMO_PLATFORM.write_text(json.dumps(platform, indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {len(EXAMPLES)} examples to {out} and the demo platform to {DEMO_PLATFORM}")
     return 0
 

@@ -1,10 +1,11 @@
 """`taubot demo`: a scripted session on the demo cluster, printed as the shell prints it.
 
 A stuck run's status (layer 4), a crash (layer 5), a run that does not exist
-(layer 3), a `--watch` that follows a run from the queue to success, an
-escalation of the first card with the handoff it posts, and a sweep of the
-stall monitor auto-posting what is stuck. Every step but the sweep is a line
-a person could type into `taubot shell --demo`.
+(layer 3), a running Ray job with its GPU profile, a crash-looping run's log,
+a manifest pasted after `/tau validate`, a `--watch` that follows a run from
+the queue to success, an escalation of the first card with the handoff it
+posts, and a sweep of the stall monitor auto-posting what is stuck. Every
+step but the sweep is what a person could type into `taubot shell --demo`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,35 @@ from workers.monitor.run import run_once
 from .demo_cluster import MISSING_RUN, WATCHED
 from .repl import Shell
 
+VALIDATE_MANIFEST = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: resnet-sweep-4
+  labels: {kueue.x-k8s.io/queue-name: team-a}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: trainer
+          image: nvcr.io/nvidia/pytorch:24.05-py3
+          resources:
+            limits: {nvidia.com/gpu: 8}
+"""
 SCRIPT: tuple[tuple[str, str], ...] = (
     ("A run stuck in the queue: the first phase that is not done, its owner, what to do.",
      "/tau status llama-ft-queued"),
     ("A Ray head that crash-loops: the answer is layer 5, and it is the researcher's.",
      "/tau status ray-pretrain-crash"),
     ("A run name that does not exist: layer 3.", f"/tau status {MISSING_RUN.name}"),
+    ("A running Ray job: progress from its driver log, the experiment record, and with --run-profile "
+     "its GPUs' utilisation from dcgm-exporter.", "/tau status ray-pretrain-live --run-profile"),
+    ("The log of a run the kernel keeps OOM-killing: the last lines in the card, the tail as a file.",
+     "/tau logs llama-ft-oom"),
+    ("Before submitting: a manifest pasted after /tau validate is checked and dry-run as you.",
+     "/tau validate\n```yaml\n" + VALIDATE_MANIFEST + "```"),
     ("Watching a run: the card is edited in place as it moves; each phase change is one reply.",
      f"/tau status {WATCHED} --watch --interval 15"),
 )
@@ -34,7 +58,7 @@ def play(shell: Shell) -> int:
     """Run the script; 0 when every step produced its card."""
     first_card_ts: str | None = None
     for say, line in SCRIPT:
-        shell.write(f"\n# {say}\n› {line}\n")
+        shell.write(f"\n# {say}\n› " + "\n… ".join(line.splitlines()) + "\n")
         before = set(shell.surface.messages)
         shell.line(line)
         if first_card_ts is None:

@@ -8,6 +8,14 @@ succeeds — three bundled examples played in turn as the demo clock passes.
 The clock starts at the examples' own judging time, so every "since" reads
 as the example meant it. The workspace descriptor, identity file and owner
 routes are written to a temporary directory that the demo's settings name.
+
+Beside the objects, the demo serves what a live status and `/tau logs` read
+(generated with the examples by `python -m bench.make_examples` into
+`demo_platform.json`, real shapes): the Nodes the runs' pods are bound to
+(one with a hardware XID), dcgm-exporter pods and their `/metrics` through
+`pods/proxy`, timestamped pod logs (progress, an OOM crash loop, an NCCL
+hang), the Ray driver logs through the head services' `services/proxy`, and
+an MLflow tracking server (`shell/mlflow_emulator.py`) with the runs' records.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import yaml
 from workers.diagnosis.linkage import find_run, meta
 
 from .kube_emulator import KubeEmulator, running_emulator
+from .mlflow_emulator import MlflowEmulator, running_mlflow
 
 START = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)  # the examples' `taugrid.io/example-now`
 NAMESPACE = "team-vision"
@@ -42,6 +51,10 @@ OWNERS = {
 }
 
 
+GPU_NODE = "aks-a100-38141759-vmss{:06d}"  # the examples' GPU node pool (bench/make_examples.py)
+FAULTY_NODE = GPU_NODE.format(8)  # XIDErrors: Xid 79, the GPU has fallen off the bus
+
+
 @dataclass(frozen=True)
 class DemoRun:
     name: str
@@ -49,6 +62,9 @@ class DemoRun:
     what: str
     example: str
     example_run: str
+    # Nodes for the run's GPU pods, in order (empty: the example's): one run's pods per node, so
+    # each GPU on a node is attributed to one pod, as dcgm-exporter does.
+    nodes: tuple[str, ...] = ()
 
 
 RUNS: tuple[DemoRun, ...] = (
@@ -62,8 +78,14 @@ RUNS: tuple[DemoRun, ...] = (
     DemoRun("llama-ft-oom", 5, "OOMKilled in a crash loop", "l5-job-oomkilled", "llama-ft-7b"),
     DemoRun("ray-pretrain-crash", 5, "the Ray head crash-loops", "l5-rayjob-head-crashloop",
             "ray-pretrain-13b"),
-    DemoRun("ray-pretrain-live", 7, "running: layer 7 is next", "l7-rayjob-running", "ray-pretrain-13b"),
-    DemoRun("ray-data-prep", 7, "the Ray job failed", "l7-rayjob-failed-submission", "ray-data-prep"),
+    DemoRun("ray-pretrain-live", 7, "running and progressing (driver log, GPUs, experiment record)",
+            "l7-rayjob-running", "ray-pretrain-13b"),
+    DemoRun("ray-data-prep", 7, "the Ray job failed", "l7-rayjob-failed-submission", "ray-data-prep",
+            (GPU_NODE.format(2), GPU_NODE.format(3))),
+    DemoRun("resnet-hang", 7, "running, but hung in an NCCL collective", "l7-job-running-healthy",
+            "resnet-sweep-3", (GPU_NODE.format(6), GPU_NODE.format(7))),
+    DemoRun("llama-ft-xid", 6, "running on a node whose GPU fell off the bus (Xid 79)",
+            "l7-job-running-healthy", "resnet-sweep-3", (FAULTY_NODE, GPU_NODE.format(9))),
 )
 MISSING_RUN = DemoRun("llama-ft-typo", 3, "does not exist (layer 3: run not found)", "", "")
 WATCHED = "resnet-watch"
@@ -73,6 +95,7 @@ WATCHED_STAGES: tuple[tuple[int, str, str], ...] = (
     (40, "l7-job-running-healthy", "resnet-sweep-3"),
     (100, "l7-job-succeeded", "clip-eval-2"),
 )
+WATCHED_NODES = (GPU_NODE.format(4), GPU_NODE.format(5))
 
 
 def example_objects(example: str) -> list[dict[str, Any]]:
@@ -80,11 +103,18 @@ def example_objects(example: str) -> list[dict[str, Any]]:
     return list(json.loads(text)["items"])
 
 
-def run_objects(example: str, example_run: str, name: str) -> list[dict[str, Any]]:
+def _gpu_pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if o.get("kind") == "Pod" and any(
+        "nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
+        for c in (o.get("spec") or {}).get("containers") or [])]
+
+
+def run_objects(example: str, example_run: str, name: str,
+                nodes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The example's run and the objects linked to it (with its events), renamed to ``name``.
 
     Uids are renamed too: examples built from one fixture share them, and Kueue links a
-    Workload to its job by uid (`kueue.x-k8s.io/job-uid`).
+    Workload to its job by uid (`kueue.x-k8s.io/job-uid`). ``nodes``: where its GPU pods run.
     """
     raw = example_objects(example)
     text = json.dumps(raw).replace(example_run, name)
@@ -100,12 +130,53 @@ def run_objects(example: str, example_run: str, name: str) -> list[dict[str, Any
             ref = obj.get("involvedObject") or obj.get("regarding") or {}
             if ref.get("name") in names:
                 keep.append(obj)
+    for pod, node in zip(_gpu_pods(keep), nodes, strict=False):
+        pod["spec"]["nodeName"] = node
     return keep
 
 
+def watched_objects(index: int) -> list[dict[str, Any]]:
+    """The watched run at one stage of its life, told as one run: the creation time of its first
+    stage throughout, its own nodes, and in the end the pod that succeeded (the succeeded
+    example's earlier OOMKilled attempt belongs to another story)."""
+    _, example, example_run = WATCHED_STAGES[index]
+    objects = run_objects(example, example_run, WATCHED, WATCHED_NODES if index else ())
+    _, first_example, first_run = WATCHED_STAGES[0]
+    created = next(meta(o)["creationTimestamp"] for o in run_objects(first_example, first_run, WATCHED)
+                   if o.get("kind") == "Job")
+    kept = []
+    for obj in objects:
+        if obj.get("kind") == "Job":
+            obj["metadata"]["creationTimestamp"] = created
+            if index == len(WATCHED_STAGES) - 1:
+                obj["status"].pop("failed", None)
+        if obj.get("kind") == "Pod" and (obj.get("status") or {}).get("phase") == "Failed":
+            continue
+        kept.append(obj)
+    return kept
+
+
+def _platform() -> dict[str, Any]:
+    return dict(json.loads((resources.files("shell") / "demo_platform.json").read_text(encoding="utf-8")))
+
+
 def platform_objects() -> list[dict[str, Any]]:
-    text = (resources.files("shell") / "demo_platform.json").read_text(encoding="utf-8")
-    return list(json.loads(text)["items"])
+    return list(_platform()["items"])
+
+
+def serve_demo_io(emulator: KubeEmulator, mlflow: MlflowEmulator) -> None:
+    """What the demo serves besides objects (the ``demo`` part of demo_platform.json)."""
+    io = _platform().get("demo") or {}
+    for log in io.get("podLogs") or []:
+        key = (log["namespace"], log["pod"], log["container"])
+        emulator.pod_logs[key] = log["text"]
+        if log.get("previous") is not None:
+            emulator.previous_logs[key] = log["previous"]
+    for proxy in io.get("proxies") or []:
+        emulator.register_proxy(proxy["kind"], proxy["namespace"], proxy["name"], proxy["port"],
+                                proxy["path"], proxy["body"], content_type=proxy["contentType"])
+    for record in io.get("mlflow") or []:
+        mlflow.add_run(record["run_id"], {"taugrid.io/run": record["run"]}, record["metrics"])
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
@@ -119,6 +190,7 @@ class DemoCluster:
 
     emulator: KubeEmulator
     directory: Path
+    mlflow_uri: str = ""
     stage: int = 0
     _watched: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -133,8 +205,7 @@ class DemoCluster:
     def _play_stage(self, index: int) -> None:
         for kind, ns, name in self._watched:
             self.emulator.delete(kind, ns or None, name)
-        _, example, example_run = WATCHED_STAGES[index]
-        objects = run_objects(example, example_run, WATCHED)
+        objects = watched_objects(index)
         for obj in objects:
             self.emulator.upsert(obj)
         self._watched = [_key(o) for o in objects]
@@ -153,7 +224,7 @@ class DemoCluster:
             "metadata": {"name": "vision"},
             "spec": {"cluster": {"server": self.emulator.base_url}, "namespace": NAMESPACE,
                      "workspace": "vision", "localQueue": "team-a", "slack": {"channels": [CHANNEL]},
-                     "owners": OWNERS},
+                     "owners": OWNERS, "experiments": {"mlflow": {"uri": self.mlflow_uri}}},
         }
         (self.workspaces_dir / "vision.yaml").write_text(yaml.safe_dump(descriptor, sort_keys=False))
         self.identity_file.write_text(yaml.safe_dump({"users": {USER: IDENTITY}, "map_by_email": False}))
@@ -164,9 +235,11 @@ def demo_cluster() -> Iterator[DemoCluster]:
     """The demo cluster served on a loopback port for as long as the block runs."""
     objects = platform_objects()
     for run in RUNS:
-        objects += run_objects(run.example, run.example_run, run.name)
-    with tempfile.TemporaryDirectory(prefix="taubot-demo-") as tmp, running_emulator(objects) as emu:
-        cluster = DemoCluster(emulator=emu, directory=Path(tmp))
+        objects += run_objects(run.example, run.example_run, run.name, run.nodes)
+    with tempfile.TemporaryDirectory(prefix="taubot-demo-") as tmp, running_emulator(objects) as emu, \
+            running_mlflow() as mlflow:
+        serve_demo_io(emu, mlflow)
+        cluster = DemoCluster(emulator=emu, directory=Path(tmp), mlflow_uri=mlflow.base_url)
         cluster._play_stage(0)
         cluster.write_files()
         yield cluster
@@ -180,4 +253,5 @@ def run_table() -> list[str]:
     return lines
 
 
-__all__ = ["CHANNEL", "RUNS", "START", "USER", "WATCHED", "DemoCluster", "demo_cluster", "run_table"]
+__all__ = ["CHANNEL", "FAULTY_NODE", "RUNS", "START", "USER", "WATCHED", "WATCHED_STAGES", "DemoCluster",
+           "DemoRun", "demo_cluster", "run_objects", "run_table", "watched_objects"]

@@ -1,5 +1,8 @@
 """A local MLflow tracking server speaking the REST API 2.0 JSON shapes taubot reads.
 
+Serves the demo's experiment records (`taubot shell --demo`) and the tests'
+(`tests/fakes/mlflow_api.py` re-exports it), as the Kubernetes API emulator does.
+
 Shapes from MLflow's REST API documentation (mlflow.org/docs/latest/rest-api.html):
 `POST experiments/search` → `{"experiments": [{"experiment_id", "name", …}]}`;
 `POST runs/search` with `experiment_ids`, `filter` (`tags.\\`k\\` = 'v'`),
@@ -24,7 +27,7 @@ from aiohttp import web
 _TAG_FILTER = re.compile(r"^tags\.`(?P<key>[^`]+)` = '(?P<value>[^']*)'$")
 
 
-class FakeMlflow:
+class MlflowEmulator:
     def __init__(self) -> None:
         self.experiments = [{"experiment_id": "17", "name": "vision/pretrain", "lifecycle_stage": "active"}]
         self.runs: list[dict[str, Any]] = []
@@ -33,7 +36,8 @@ class FakeMlflow:
 
     def add_run(self, run_id: str, tags: dict[str, str], metrics: list[dict[str, Any]]) -> None:
         self.runs.append({"info": {"run_id": run_id, "experiment_id": "17", "status": "RUNNING"},
-                          "data": {"metrics": metrics, "tags": [{"key": k, "value": v} for k, v in tags.items()]}})
+                          "data": {"metrics": metrics,
+                                   "tags": [{"key": k, "value": v} for k, v in tags.items()]}})
 
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
@@ -60,10 +64,10 @@ class FakeMlflow:
 
 
 @contextmanager
-def running_fake_mlflow() -> Iterator[FakeMlflow]:
-    fake = FakeMlflow()
+def running_mlflow() -> Iterator[MlflowEmulator]:
+    fake = MlflowEmulator()
     loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="fake-mlflow", daemon=True)
+    thread = threading.Thread(target=loop.run_forever, name="mlflow-emulator", daemon=True)
     thread.start()
     app = web.Application()
     app.router.add_route("*", "/api/2.0/mlflow/{method:.+}", fake._handle)
@@ -83,3 +87,6 @@ def running_fake_mlflow() -> Iterator[FakeMlflow]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         loop.close()
+
+
+__all__ = ["MlflowEmulator", "running_mlflow"]

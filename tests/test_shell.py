@@ -91,6 +91,8 @@ def test_demo_plays_status_watch_and_escalation_and_exits_zero() -> None:
     assert "the run finished (succeeded)" in out
     assert "📣 Escalation for queue-owner" in out
     assert "🚨 Auto-posted by taubot: stalled at Image pull" in out and "Mute 24 h" in out
+    assert "`gpu_utilization`: avg" in out and "Source: pod log" in out  # --run-profile and /tau logs
+    assert "Manifest validation · Job team-vision/resnet-sweep-4" in out  # a pasted manifest
 
 
 MANIFEST = """\
@@ -225,3 +227,29 @@ def test_the_shell_says_which_redis_it_uses_and_never_picks_one_up(tmp_path: Pat
     assert gone.returncode == 2
     [line] = gone.stderr.strip().splitlines()
     assert "no Redis answers at redis://:***@127.0.0.1:1/0" in line and "hunter2" not in line
+
+
+RUNS_WITH_A_LOG = ("llama-ft-oom", "ray-pretrain-live", "ray-data-prep", "resnet-hang", "llama-ft-xid")
+
+
+def test_every_demo_run_answers_status_and_logs_without_a_dead_end() -> None:
+    """Issue 27: the demo's own advice (`/tau logs …`) must lead somewhere — every run's status reads
+    all it needs, and a run that has a log shows it (pod log, or the Ray driver log)."""
+    from shell.demo_cluster import RUNS
+
+    lines = "".join(f"/tau status {r.name}\n/tau logs {r.name}\n" for r in RUNS)
+    done = taubot("shell", "--demo", stdin=lines + "/tau status ray-pretrain-live --run-profile\n")
+    assert done.returncode == 0, done.stderr
+    answers = dict(re.findall(r"\n› /tau (\S+ \S+)\n(.*?)(?=\n› |\Z)", done.stdout, re.S))
+    for run in RUNS:
+        status = answers[f"status {run.name}"]
+        assert "unavailable" not in status, (run.name, status)
+        if run.name in RUNS_WITH_A_LOG:
+            log = answers[f"logs {run.name}"]
+            assert "No source answered" not in log and "the log is empty" not in log, (run.name, log)
+            assert re.search(r"Last \d+ of \d+ lines", log), log
+    assert "Runtime progress (layer 7) — NCCL watchdog timeout" in answers["status resnet-hang"]
+    assert "Xid 79 (GPU has fallen off the bus)" in answers["status llama-ft-xid"]
+    assert "Durable evidence (layer 7) — record" in answers["status ray-pretrain-live"]
+    profile = done.stdout.rsplit("› /tau status ray-pretrain-live --run-profile", 1)[1]
+    assert re.search(r"`gpu_utilization`: avg \d+(\.\d+)? %, max \d+ % \(16 GPUs\)", profile), profile
