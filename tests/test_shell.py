@@ -16,6 +16,7 @@ from pathlib import Path
 
 from slack_sdk.models.blocks import Block
 
+from shell.demo import VALIDATE_MANIFEST as MANIFEST  # a Job with GPUs, its queue label, suspended
 from workers.render.cards import validate_blocks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,25 +96,6 @@ def test_demo_plays_status_watch_and_escalation_and_exits_zero() -> None:
     assert "Manifest validation · Job team-vision/resnet-sweep-4" in out  # a pasted manifest
 
 
-MANIFEST = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: resnet-new
-  namespace: team-vision
-  labels: {kueue.x-k8s.io/queue-name: vision-default}
-spec:
-  suspend: true
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-        - name: trainer
-          image: nvcr.io/nvidia/pytorch:24.05-py3
-          resources:
-            limits: {nvidia.com/gpu: 1}
-"""
-
 
 def test_a_fenced_manifest_or_the_lines_after_validate_are_validated() -> None:
     fenced = f"/tau validate\n```yaml\n{MANIFEST}```\n"
@@ -123,7 +105,7 @@ def test_a_fenced_manifest_or_the_lines_after_validate_are_validated() -> None:
         assert done.returncode == 0, done.stderr
         out = done.stdout
         assert "no manifest" not in out and "type `/tau help`" not in out
-        assert "resnet-new" in out and "Traceback" not in out + done.stderr
+        assert "resnet-sweep-4" in out and "Traceback" not in out + done.stderr
     assert "… kind: Job" in out  # the transcript shows the pasted lines as part of the command
     assert "explains one command" not in out and "--workspace W" in out  # the next line ran on its own
 
