@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from workers.contracts.ids import ESCALATE_ACTION
+from workers.contracts.ids import DETAILS_ACTION, ESCALATE_ACTION
 from workers.monitor.run import run_once
 
 from .demo_cluster import MISSING_RUN, WATCHED
@@ -35,6 +35,7 @@ spec:
           resources:
             limits: {nvidia.com/gpu: 8}
 """
+DETAILS = "details"  # a step that presses *Details* on the card just posted
 SCRIPT: tuple[tuple[str, str], ...] = (
     ("A run stuck in the queue: the first phase that is not done, its owner, what to do.",
      "/tau status llama-ft-queued"),
@@ -43,6 +44,8 @@ SCRIPT: tuple[tuple[str, str], ...] = (
     ("A run name that does not exist: layer 3.", f"/tau status {MISSING_RUN.name}"),
     ("A running Ray job: progress from its driver log, the experiment record, and with --run-profile "
      "its GPUs' utilisation from dcgm-exporter.", "/tau status ray-pretrain-live --run-profile"),
+    ("The card's first screen is what is stuck, whose and what next; *Details* posts the rest in its "
+     "thread: every phase and check, the evidence, and here the GPU profile.", DETAILS),
     ("The log of a run the kernel keeps OOM-killing: the last lines in the card, the tail as a file.",
      "/tau logs llama-ft-oom"),
     ("Before submitting: a manifest pasted after /tau validate is checked and dry-run as you.",
@@ -54,10 +57,18 @@ MONITOR_SAY = ("The stall monitor sweeps the cluster as itself (read-only) and p
                "past its threshold — unasked, once per run and reason, grouped by shared cause.")
 
 
+def newest_button(shell: Shell, action_id: str) -> int | None:
+    """The number of the most recently offered button with ``action_id``, if any."""
+    numbers = [n for n, b in shell.surface.buttons.items() if b.action_id == action_id]
+    return max(numbers) if numbers else None
+
+
 def play(shell: Shell) -> int:
     """Run the script; 0 when every step produced its card."""
     first_card_ts: str | None = None
     for say, line in SCRIPT:
+        if line == DETAILS:
+            line = str(newest_button(shell, DETAILS_ACTION))
         shell.write(f"\n# {say}\n› " + "\n… ".join(line.splitlines()) + "\n")
         before = set(shell.surface.messages)
         shell.line(line)
@@ -77,4 +88,4 @@ def play(shell: Shell) -> int:
     return 0 if report.posts else 1
 
 
-__all__ = ["SCRIPT", "play"]
+__all__ = ["SCRIPT", "newest_button", "play"]

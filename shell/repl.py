@@ -30,12 +30,18 @@ from typing import Any
 
 import redis
 
-from bot.buttons import EscalateButton, MuteButton, ValidateNodesButton
+from bot.buttons import DetailsButton, EscalateButton, MuteButton, ValidateNodesButton
 from bot.commands import NoMapping, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
 from bot.watch_buttons import StopWatchingButton
 from workers.clock import Clock, ManualClock
-from workers.contracts.ids import ESCALATE_ACTION, MUTE_ACTION, STOP_WATCHING_ACTION, VALIDATE_NODES_ACTION
+from workers.contracts.ids import (
+    DETAILS_ACTION,
+    ESCALATE_ACTION,
+    MUTE_ACTION,
+    STOP_WATCHING_ACTION,
+    VALIDATE_NODES_ACTION,
+)
 from workers.queue import InlineQueue
 from workers.render.mrkdwn import escape
 from workers.render.text import mrkdwn_to_text
@@ -172,6 +178,7 @@ class Shell:
             ESCALATE_ACTION: self.escalate, STOP_WATCHING_ACTION: self.stop,
             MUTE_ACTION: MuteButton(settings, self.resolver, self.queue),
             VALIDATE_NODES_ACTION: ValidateNodesButton(settings, self.resolver, self.queue),
+            DETAILS_ACTION: DetailsButton(settings, self.resolver, self.queue),
         }
 
     def _job_failed(self, what: str, exc: BaseException) -> None:

@@ -215,23 +215,36 @@ RUNS_WITH_A_LOG = ("llama-ft-oom", "ray-pretrain-live", "ray-data-prep", "resnet
 
 
 def test_every_demo_run_answers_status_and_logs_without_a_dead_end() -> None:
-    """Issue 27: the demo's own advice (`/tau logs …`) must lead somewhere — every run's status reads
-    all it needs, and a run that has a log shows it (pod log, or the Ray driver log)."""
+    """Issue 27: the demo's own advice (`/tau logs …`) must lead somewhere — every run's status
+    (its card and its *Details*) reads all it needs, and a run that has a log shows it (pod log, or
+    the Ray driver log). Driven in process, as a person types: a line, then the Details number."""
+    from shell.demo import newest_button
     from shell.demo_cluster import RUNS
+    from workers.cli.shell import demo_session
+    from workers.contracts.ids import DETAILS_ACTION
 
-    lines = "".join(f"/tau status {r.name}\n/tau logs {r.name}\n" for r in RUNS)
-    done = taubot("shell", "--demo", stdin=lines + "/tau status ray-pretrain-live --run-profile\n")
-    assert done.returncode == 0, done.stderr
-    answers = dict(re.findall(r"\n› /tau (\S+ \S+)\n(.*?)(?=\n› |\Z)", done.stdout, re.S))
-    for run in RUNS:
-        status = answers[f"status {run.name}"]
-        assert "unavailable" not in status, (run.name, status)
-        if run.name in RUNS_WITH_A_LOG:
-            log = answers[f"logs {run.name}"]
-            assert "No source answered" not in log and "the log is empty" not in log, (run.name, log)
-            assert re.search(r"Last \d+ of \d+ lines", log), log
-    assert "Runtime progress (layer 7) — NCCL watchdog timeout" in answers["status resnet-hang"]
-    assert "Xid 79 (GPU has fallen off the bus)" in answers["status llama-ft-xid"]
-    assert "Durable evidence (layer 7) — record" in answers["status ray-pretrain-live"]
-    profile = done.stdout.rsplit("› /tau status ray-pretrain-live --run-profile", 1)[1]
+    printed: list[str] = []
+
+    def answer(shell: object, line: str) -> str:
+        start = len(printed)
+        shell.line(line)  # type: ignore[attr-defined]
+        return "".join(printed[start:])
+
+    with demo_session(printed.append) as shell:
+        for run in RUNS:
+            status = answer(shell, f"/tau status {run.name}")
+            status += answer(shell, str(newest_button(shell, DETAILS_ACTION)))
+            assert "📋 Details" in status and "unavailable" not in status, (run.name, status)
+            if run.name in RUNS_WITH_A_LOG:
+                log = answer(shell, f"/tau logs {run.name}")
+                assert "No source answered" not in log and "the log is empty" not in log, (run.name, log)
+                assert re.search(r"Last \d+ of \d+ lines", log), log
+            if run.name == "resnet-hang":
+                assert "Runtime progress (layer 7) — NCCL watchdog timeout" in status
+            if run.name == "llama-ft-xid":
+                assert "Xid 79 (GPU has fallen off the bus)" in status
+            if run.name == "ray-pretrain-live":
+                assert "Durable evidence (layer 7) — record" in status and "Runtime progress" in status
+        profile = answer(shell, "/tau status ray-pretrain-live --run-profile")
+        profile += answer(shell, str(newest_button(shell, DETAILS_ACTION)))
     assert re.search(r"`gpu_utilization`: avg \d+(\.\d+)? %, max \d+ % \(16 GPUs\)", profile), profile
