@@ -8,7 +8,6 @@ Log lines are Hugging Face Trainer dicts (transformers 4.46
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import yaml
 from tests.fakes.kube_api import KubeEmulator
 from tests.fakes.mlflow_api import running_fake_mlflow
 from tests.fixtures import k8s
+from tests.fixtures.ray_dashboard import serve_driver_log
 from workers.collect.investigate import diagnose_live
 from workers.kube.client import Identity
 from workers.workspaces import load_descriptors
@@ -79,9 +79,7 @@ async def test_running_rayjob_reads_the_driver_log_within_the_budget(tmp_path: P
     async with KubeEmulator([*workspace_objects(), rj, rc, *pods, service,
                              k8s.workload(rj, state="admitted")]) as emu:
         log = "\n".join(line.split(" ", 1)[1] for line in trainer_log(1).splitlines())
-        emu.register_proxy("Service", k8s.NS, f"{status['rayClusterName']}-head-svc", "dashboard",
-                           f"api/jobs/{status['jobId']}/logs", json.dumps({"logs": log}),
-                           content_type="application/json")
+        serve_driver_log(emu, k8s.NS, f"{status['rayClusterName']}-head-svc", status["jobId"], log)
         d = (await live(emu, tmp_path, "ray-pretrain-13b")).diagnosis
         check = d.phase("Runtime progress")
         # Dashboard lines carry no timestamp: progress without a time is never called a stall.
@@ -91,7 +89,7 @@ async def test_running_rayjob_reads_the_driver_log_within_the_budget(tmp_path: P
         [review] = [r for r in emu.requests if r.path.endswith("/selfsubjectaccessreviews")
                     and (r.body["spec"]["resourceAttributes"].get("subresource") == "log")]
         assert review.header_values("Impersonate-User") == ["alice@example.com"]
-        assert len(emu.requests) <= 11
+        assert len(emu.requests) <= 12  # issue 25: the job's details, then a bounded tail of its log
 
 
 async def test_durable_evidence_from_mlflow_after_the_users_access_review(tmp_path: Path) -> None:

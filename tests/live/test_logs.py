@@ -21,6 +21,7 @@ import yaml
 from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.fakes.kusto_api import FakeKusto, running_fake_kusto
 from tests.fixtures import k8s
+from tests.fixtures.ray_dashboard import DRIVER_NODE, serve_driver_log
 from tests.live.conftest import workspace_objects
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,9 +83,7 @@ def ray_run_with_head(env: Env) -> None:
     env.emu.upsert({"apiVersion": "v1", "kind": "Service",
                     "metadata": {"name": f"{status['rayClusterName']}-head-svc", "namespace": k8s.NS},
                     "spec": {"ports": [{"name": "dashboard", "port": 8265}]}})
-    env.emu.register_proxy("Service", k8s.NS, f"{status['rayClusterName']}-head-svc", "dashboard",
-                           f"api/jobs/{status['jobId']}/logs", json.dumps({"logs": DRIVER_LOG}),
-                           content_type="application/json")
+    serve_driver_log(env.emu, k8s.NS, f"{status['rayClusterName']}-head-svc", status["jobId"], DRIVER_LOG)
 
 
 def test_rayjob_with_a_head_reads_the_driver_log_from_the_dashboard(env: Env) -> None:
@@ -96,9 +95,12 @@ def test_rayjob_with_a_head_reads_the_driver_log_from_the_dashboard(env: Env) ->
     assert [line["text"] for line in out["lines"]] == DRIVER_LOG.splitlines()[-5:]
     assert out["truncated"] is True
     assert env.kusto.queries == []  # the dashboard answered: no ADX query
-    [proxied] = [r for r in env.emu.requests if "/proxy/" in r.path]
+    details, tail = [r for r in env.emu.requests if "/proxy/" in r.path]
     job_id = k8s.rayjob(RAY_RUN)["status"]["jobId"]
-    assert proxied.path.endswith(f"-head-svc:dashboard/proxy/api/jobs/{job_id}/logs")
+    assert details.path.endswith(f"-head-svc:dashboard/proxy/api/jobs/{job_id}")
+    # Ray's log API, a bounded tail of the driver's node's file (never the Jobs API's whole log)
+    assert tail.path.endswith("-head-svc:dashboard/proxy/api/v0/logs/file")
+    assert dict(tail.query) == {"node_id": DRIVER_NODE, "submission_id": job_id, "lines": "6"}
     assert all(r.header_values("Impersonate-User") == ["alice@example.com"] for r in env.emu.requests)
 
 

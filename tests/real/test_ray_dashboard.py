@@ -85,6 +85,19 @@ async def test_hugging_face_driver_log_of_a_finished_job_is_its_progress(cluster
     assert all(r.header_values("Impersonate-User") == ["alice@example.com"] for r in cluster.requests)
 
 
+async def test_progress_printed_by_ray_workers_then_silence_is_progress_of_unknown_time(
+        cluster: KubeEmulator, tmp_path: Path) -> None:
+    got = await logs(tmp_path, "ray-workers-hang")
+    worker_lines = [line.text for line in got.lines if "RayTrainWorker pid=" in line.text]
+    assert len(worker_lines) == 30
+    assert not any("\x1b" in line.text for line in got.lines)  # Ray's ANSI colour never reaches a card
+    d = await status(cluster, tmp_path, "ray-workers-hang")
+    check = d.phase("Runtime progress")
+    assert check.state.value == "active" and "loss 2.2" in check.summary
+    # One untimed read cannot say when progress last moved (SPEC §11), nor that it is recent.
+    assert "time of the last progress line unknown" in check.summary
+
+
 @pytest.mark.parametrize(("run", "summary"), [
     ("bars", "step 50"),  # tqdm's last state, Ray turned each `\r` redraw into a line
     ("steps", "step 500"),
@@ -94,6 +107,17 @@ async def test_finished_jobs_report_their_last_step(cluster: KubeEmulator, tmp_p
                                                    summary: str) -> None:
     check = (await status(cluster, tmp_path, run)).phase("Runtime progress")
     assert check.state.value == "done" and summary in check.summary, check
+
+
+async def test_a_200000_line_log_is_read_as_a_bounded_tail(cluster: KubeEmulator, tmp_path: Path) -> None:
+    cluster.clear_requests()
+    got = await logs(tmp_path, "many-lines", tail=200)
+    assert [line.text for line in got.lines][-1] == "step=200000 loss=2.00000 lr=3.0e-04"
+    assert got.truncated is True and len(got.lines) == 200
+    proxied = [r for r in cluster.requests if "/proxy/" in r.path]
+    # Ray's log API takes `lines=N`; the Jobs API's /logs answers the whole 6 MB log every time.
+    assert proxied and not any(r.path.endswith("/logs") for r in proxied), [r.path for r in proxied]
+    assert any(r.query.get("lines") for r in proxied)
 
 
 @pytest.mark.parametrize(("run", "signature"), [
@@ -107,3 +131,33 @@ async def test_failed_jobs_name_their_failure(cluster: KubeEmulator, tmp_path: P
     check = d.phase("Runtime progress")
     assert check.state.value == "warning" and signature in check.summary, check
     assert check.finding.owner == "researcher"
+
+
+async def test_a_log_with_a_byte_that_is_not_utf8_is_still_read(cluster: KubeEmulator, tmp_path: Path) -> None:
+    # Ray's Jobs API answers 500 for it (reference §2.6); its log API serves the file.
+    got = await logs(tmp_path, "bad-byte")
+    assert got.source == "ray-dashboard", got.unavailable
+    assert [line.text for line in got.lines][-1] == "step=150 loss=2.7000"
+    assert any("\ufffd" in line.text for line in got.lines)  # the byte shows as a replacement character
+
+
+async def test_rays_own_404_is_not_a_missing_head_service(ray_head: RayHead, tmp_path: Path) -> None:
+    objects = ray_objects("steps")
+    rj = next(o for o in objects if o["kind"] == "RayJob")
+    rj["status"]["jobId"] = "steps-gone1"  # a submission id the head never saw (a re-created head)
+    async with KubeEmulator(objects) as emu:
+        emu.forward_proxy("Service", k8s.NS, f"{rj['status']['rayClusterName']}-head-svc", "dashboard",
+                          ray_head.url)
+        write_descriptor(tmp_path, emu.base_url)
+        got = await logs(tmp_path, "steps")
+    assert got.source != "ray-dashboard"
+    assert any("Ray job steps-gone1 does not exist" in why for why in got.unavailable), got.unavailable
+    assert not any("head service gone" in why for why in got.unavailable)
+
+
+async def test_a_missing_head_service_is_said_so(ray_head: RayHead, tmp_path: Path) -> None:
+    async with KubeEmulator(ray_objects("steps", service=False)) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        got = await logs(tmp_path, "steps")
+    # The API server's own 404 (a JSON Status): the service is gone, not the job.
+    assert "head service gone" in got.unavailable and not any("Ray job" in why for why in got.unavailable)

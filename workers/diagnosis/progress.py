@@ -183,6 +183,11 @@ def clean(text: str) -> str:
     return text
 
 
+def strip_ansi(text: str) -> str:
+    """The text without ANSI escape sequences (Ray colours its worker prefixes)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
 def display(text: str) -> str:
     """The line as shown: prefixes kept, ANSI codes and other control characters removed."""
     if "\x1b" in text:
@@ -409,4 +414,4 @@ def sparkline(values: list[float]) -> str:
 
 
 __all__ = ["CHECKPOINTS", "PROGRESS", "SIGNATURES", "Found", "Progress", "clean", "display", "parse_progress",
-           "sparkline"]
+           "sparkline", "strip_ansi"]

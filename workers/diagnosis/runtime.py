@@ -125,6 +125,9 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
             return result(RUNTIME, LAYER, PhaseState.WARNING,
                           f"no progress since {stamp(since)} ({facts}), over {stall_seconds // 60} min",
                           NO_PROGRESS, evidence), p
+        if since is None:  # untimed lines (Ray's Jobs API): never a claim that progress is recent
+            facts = f"{facts}; time of the last progress line unknown" if facts else \
+                "time of the last progress line unknown"
         return result(RUNTIME, LAYER, PhaseState.ACTIVE, facts or "progressing", PROGRESSING, evidence), p
     last = p.last_line_at or (_started_at(ctx) if p.lines == 0 else None)
     if last is not None and running and (now - last).total_seconds() > stall_seconds:

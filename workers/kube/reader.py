@@ -146,8 +146,10 @@ class KubeReader:
     async def _call(self, method: str, path: str, verb: str,
                     query: list[tuple[str, QueryValue]] | None = None,
                     body: Mapping[str, Any] | None = None,
-                    accept: str = "application/json") -> tuple[int, bytes] | ReadError:
-        """One HTTP exchange; transport failures become ``unavailable`` values."""
+                    accept: str = "application/json",
+                    max_bytes: int | None = None) -> tuple[int, bytes] | ReadError:
+        """One HTTP exchange; transport failures become ``unavailable`` values. With
+        ``max_bytes``, at most that much of the body is read (the rest is never downloaded)."""
         self.requests_made += 1
         resource = _resource_of(path)
         headers = {"Accept": accept}
@@ -165,7 +167,8 @@ class KubeReader:
                     _request_timeout=self.timeout,
                 )
                 try:
-                    data = await response.read()
+                    data = await (response.read() if max_bytes is None
+                                  else _read_at_most(response.content, max_bytes))
                 finally:
                     response.release()
         except TimeoutError:
@@ -314,15 +317,16 @@ class KubeReader:
         finally:
             response.release()
 
-    async def text(self, path: str,
-                   query: Mapping[str, QueryValue] | None = None) -> str | ReadError:
-        """A text body: ``pods/log`` or a ``pods|services/proxy`` answer.
+    async def text(self, path: str, query: Mapping[str, QueryValue] | None = None, *,
+                   max_bytes: int | None = None) -> str | ReadError:
+        """A text body: ``pods/log`` or a ``pods|services/proxy`` answer, at most ``max_bytes``
+        of it when given (a log read is bounded in bytes as well as lines, SPEC §11).
 
         Any non-2xx is a value here, including 400: for logs it means "container
         not started yet", a state of the cluster rather than a bug of ours.
         """
         result = await self._call("GET", path, "get", list((query or {}).items()),
-                                  accept="*/*")
+                                  accept="*/*", max_bytes=max_bytes)
         if isinstance(result, ReadError):
             return result
         status, data = result
@@ -402,12 +406,28 @@ def _query_text(value: QueryValue) -> str:
     return str(value)
 
 
+async def _read_at_most(content: aiohttp.StreamReader, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await content.read(min(65536, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def _status_message(data: bytes) -> str:
-    """The ``message`` of a Status body, else the start of the raw body."""
+    """The ``message`` of a Status body, else the start of the raw body — or, for a Python
+    traceback (the Ray dashboard answers its 500s with one), its last line: the exception."""
     try:
         parsed = json.loads(data)
     except ValueError:
-        return data[:200].decode("utf-8", errors="replace").strip()
+        text = data.decode("utf-8", errors="replace").strip()
+        if text.startswith("Traceback (most recent call last):"):
+            return text.splitlines()[-1].strip()[:200]
+        return text[:200].strip()
     if isinstance(parsed, dict) and isinstance(parsed.get("message"), str):
         return parsed["message"]
     return ""

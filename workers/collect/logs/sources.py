@@ -1,9 +1,12 @@
 """Where a run's log comes from, in the order of SPEC §7a, each failure saying why.
 
-* RayJob: the Ray **driver** log through the Ray dashboard's Jobs API
-  (`/api/jobs/{status.jobId}/logs`), reached through the API server's
-  `services/proxy` of `<raycluster>-head-svc` port `dashboard` — not the head
-  container's stdout, which does not hold the driver output.
+* RayJob: the Ray **driver** log through the Ray dashboard — the job's details
+  (`/api/jobs/{status.jobId}`: the driver's node), then a bounded tail of the
+  driver's log from Ray's log API (`/api/v0/logs/file?…&lines=N`; the Jobs API's
+  `/logs` answers the whole log, tens of MB, every time) — reached through the
+  API server's `services/proxy` of `<raycluster>-head-svc` port `dashboard`,
+  not the head container's stdout, which does not hold the driver output.
+  Every read is bounded in bytes too.
 * Job: `pods/log` of the run's main container, the most recently failed pod
   first, one request per pod, at most two pods.
 * When that source is gone (KubeRay deleted the head after the job; the pods
@@ -31,6 +34,7 @@ from workers.contracts.identity import Identity
 from workers.diagnosis.linkage import RunObjects
 from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.podfacts import containers, pod_name
+from workers.diagnosis.progress import strip_ansi
 from workers.diagnosis.timeutil import parse_time
 from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
@@ -40,6 +44,8 @@ from .kusto import KustoRefused, query_logs
 from .model import DEFAULT_TAIL, LogsResult, last_lines
 
 POD_LOG_READS = 2
+DASHBOARD_MAX_BYTES = 4 * 1024 * 1024  # a driver log read: its last `tail` lines, and never more than this
+DETAILS_MAX_BYTES = 256 * 1024
 DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
 KUSTO_WINDOW_WITHOUT_RUN = timedelta(days=7)
 KUSTO_MARGIN = timedelta(minutes=10)
@@ -150,26 +156,61 @@ async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, 
         return False
     if not await access.allowed(result, "ray dashboard"):
         return False
-    path = proxy_path("services", result.namespace or "", f"{cluster}-head-svc", "dashboard",
-                      f"api/jobs/{job_id}/logs")
-    got = await reader.text(path)
-    if isinstance(got, ReadError):
-        if got.kind == "not_found":
-            result.unavailable.append("head service gone")
-        elif got.kind == "forbidden":
-            result.unavailable.append("permission denied (get services/proxy)")
-        else:
-            result.unavailable.append(f"ray dashboard: {got.describe()}")
+    ns, service = result.namespace or "", f"{cluster}-head-svc"
+    details = await reader.text(proxy_path("services", ns, service, "dashboard", f"api/jobs/{job_id}"),
+                                max_bytes=DETAILS_MAX_BYTES)
+    if isinstance(details, ReadError):
+        result.unavailable.append(_dashboard_why(details, job_id))
         return False
     try:
-        logs = json.loads(got)["logs"]
-    except (ValueError, KeyError, TypeError):
-        result.unavailable.append("ray dashboard: malformed answer (no `logs`)")
+        node = json.loads(details).get("driver_node_id")
+    except (ValueError, AttributeError):
+        node = None
+    # Ray's log API serves a bounded tail (`lines=N`) of the driver's log file, also where the
+    # Jobs API's whole-log read fails (a byte that is not UTF-8 makes that one answer 500).
+    if node:
+        path = proxy_path("services", ns, service, "dashboard", "api/v0/logs/file")
+        got = await reader.text(path, {"node_id": node, "submission_id": job_id, "lines": tail + 1},
+                                max_bytes=DASHBOARD_MAX_BYTES)
+        text = got if isinstance(got, str) else None
+    else:  # a driver that has not started has no node yet: the Jobs API holds what there is
+        got = await reader.text(proxy_path("services", ns, service, "dashboard", f"api/jobs/{job_id}/logs"),
+                                max_bytes=DASHBOARD_MAX_BYTES)
+        try:
+            text = str(json.loads(got)["logs"]) if isinstance(got, str) else None
+        except (ValueError, KeyError, TypeError):
+            result.unavailable.append("ray dashboard: malformed answer (no `logs`)")
+            return False
+    if isinstance(got, ReadError) or text is None:
+        result.unavailable.append(_dashboard_why(got, job_id) if isinstance(got, ReadError)
+                                  else "ray dashboard: no log")
         return False
-    lines, truncated = last_lines(str(logs), tail, timestamps=False)
+    clipped = len(got.encode()) >= DASHBOARD_MAX_BYTES
+    if clipped:  # the last line read may be cut: drop it
+        text = text.rsplit("\n", 1)[0]
+    lines, truncated = last_lines(text, tail, timestamps=False)
+    for line in lines:  # Ray colours worker prefixes; escape codes never reach a card (SPEC §11)
+        line.text = strip_ansi(line.text)
     result.source, result.pod, result.container = "ray-dashboard", f"{cluster}-head", "driver"
-    result.lines, result.truncated = lines, truncated
+    result.lines, result.truncated = lines, truncated or clipped
     return True
+
+
+_RAY_NO_JOB = re.compile(r"^Job \S+ does not exist")
+
+
+def _dashboard_why(error: ReadError, job_id: str) -> str:
+    """Ray's own 404 ("Job X does not exist", text) is not the API server's (a JSON Status: the
+    head service or its endpoints are gone); a 5xx keeps the server's own reason."""
+    if error.kind == "forbidden":
+        return "permission denied (get services/proxy)"
+    if error.kind == "not_found":
+        if _RAY_NO_JOB.match(error.message):
+            return f"Ray job {job_id} does not exist on the head (a re-created cluster?)"
+        return "head service gone"
+    reason = " ".join(error.message.split())[:200]
+    own = f": {reason}" if reason and reason not in error.detail else ""
+    return f"ray dashboard: {error.describe()}{own}"
 
 
 async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int, previous: bool,
