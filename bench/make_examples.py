@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tests.fixtures import dcgm, k8s
+from tests.fixtures import dcgm, k8s, ray_dashboard
 from tests.fixtures.k8s import Obj
 
 NOW = "2026-11-30T10:30:00Z"
@@ -985,10 +985,13 @@ def demo_io() -> dict[str, Any]:
                     "    ds.write_parquet(OUT)\n"
                     "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. "
                     "GPU 0 has a total capacity of 79.15 GiB of which 11.06 MiB is free.\n")
-        proxies.append({"kind": "services", "namespace": NS, "name": f"{cluster}-head-svc",
-                        "port": "dashboard", "path": f"api/jobs/{job_id}/logs",
-                        "body": json.dumps({"logs": text}),
+        # The head's answers as Ray 2.60 gives them (tests/fixtures/ray_dashboard.py): the job's
+        # details (its driver's node), then the driver log's tail from Ray's log API.
+        head = {"kind": "services", "namespace": NS, "name": f"{cluster}-head-svc", "port": "dashboard"}
+        details = json.dumps(ray_dashboard.job_details(job_id))
+        proxies.append({**head, "path": f"api/jobs/{job_id}", "body": details,
                         "contentType": "application/json"})
+        proxies.append({**head, "path": "api/v0/logs/file", "body": text, "contentType": "text/plain"})
 
     # dcgm-exporter on every GPU node: each GPU attributed to the pod holding it (dcgm.py's shapes).
     on_node: dict[str, list[tuple[str, Obj]]] = {}
