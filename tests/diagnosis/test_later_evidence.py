@@ -77,3 +77,11 @@ def test_once_the_new_attempts_raycluster_exists_its_phases_are_judged_as_usual(
     d = evaluate([rj, rc, head], "ray-pretrain-13b", NOW, k8s.NS)
     assert d.phase("RayCluster").reason.startswith("sched.")
     assert d.owner == "node-pool-owner"
+
+
+def test_a_succeeded_run_is_told_it_succeeded_not_sent_to_check_its_log() -> None:
+    """batch/v1 Job with Complete=True (k8s.job_complete: the Job controller's conditions)."""
+    job = k8s.job("llama-ft-7b", succeeded=1, conditions=k8s.job_complete(k8s.T0, 1800))
+    d = evaluate([job], "llama-ft-7b", NOW, k8s.NS)
+    assert d.first_incomplete is None and d.next_action.startswith("The run succeeded")
+    assert "check the driver" not in d.next_action and d.recovery and d.recovery.action == "none"

@@ -67,6 +67,13 @@ ALL_DONE = Finding(
     "driver or pod log (`/tau logs <run>`) and the experiment record "
     "(`taugrid-portal experiment status <run>`).",
 )
+SUCCEEDED = Finding(
+    reason="run.succeeded",
+    owner="researcher",
+    transient=None,
+    next_action="The run succeeded: nothing to do. Its results are in the experiment record "
+    "(`taugrid-portal experiment status <run>`).",
+)
 
 
 def _objects(snapshot: list[dict] | dict) -> list[dict]:
@@ -203,7 +210,8 @@ def evaluate(
     first = next((answer[n] for n in ANSWER_ORDER if n in answer and not answer[n].state.finished), None)
     ref = RunRef(name=run, namespace=objs.namespace, kind=objs.kind)  # type: ignore[arg-type]
     if first is None:
-        finding, layer, evidence = ALL_DONE, 7, []
+        finding = SUCCEEDED if ctx.terminal() == "succeeded" else ALL_DONE  # a succeeded run is told so
+        layer, evidence = 7, []
     else:
         finding, layer, evidence = first.finding, first.layer, list(first.evidence)
     if gaps and "events" in gaps:
