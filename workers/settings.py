@@ -204,6 +204,11 @@ class Settings(BaseSettings):
     mlflow_token: SecretStr | None = Field(
         default=None, description="Bearer token for the MLflow tracking server (experiment records)."
     )
+    mlflow_username: str | None = Field(
+        default=None, min_length=1,
+        description="HTTP Basic user for an MLflow tracking server behind MLflow's own auth app "
+                    "(with mlflow_password; ignored when mlflow_token is set).")
+    mlflow_password: SecretStr | None = Field(default=None, description="HTTP Basic password for MLflow.")
     button_signing_key: SecretStr | None = Field(
         default=None,
         description="Signs button payloads; falls back to the Slack signing secret.",

@@ -176,6 +176,9 @@ class MlflowStore(_Strict):
     """An MLflow tracking server (REST API 2.0) holding the workspace's experiment records."""
 
     uri: Annotated[str, AfterValidator(_kusto_endpoint)]
+    # The experiment holding the workspace's runs, looked up by name (one request) instead of
+    # paging through every experiment of the server (SPEC §11 "Experiment store").
+    experiment: str | None = Field(default=None, min_length=1)
 
 
 class ExperimentsSpec(_Strict):

@@ -12,13 +12,28 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 import pytest
+import yaml
 
+from tests.fakes.kube_api import KubeEmulator
+from tests.fixtures import k8s
+from tests.live.conftest import workspace_objects, write_descriptor
 from workers.collect.experiments import MlflowAuth, experiment_record
+from workers.collect.investigate import diagnose_live
+from workers.kube.client import Identity
+from workers.settings import load_settings
+from workers.workspaces import load_descriptors
 
-from .conftest import MlflowServer, ago, ms
+from .conftest import NOW, MlflowServer, ago, ms
+
+ALICE = Identity(user="alice@example.com", groups=("team-vision",))
+
+
+def ms_stamp(moment) -> str:  # noqa: ANN001
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
 
 RUN = "llama-ft-7b"
 TEAM = "vision/pretrain"
@@ -118,3 +133,28 @@ async def test_a_server_with_mlflows_basic_auth(seeded: Seeded) -> None:
                                     auth=MlflowAuth(username=server.username, password="not-the-password"))
     assert wrong.unavailable is not None and "401" in wrong.unavailable
     assert "not-the-password" not in wrong.unavailable
+
+
+async def test_a_status_reads_the_named_experiment_with_basic_auth_from_settings(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole path: TAUBOT_MLFLOW_USERNAME and TAUBOT_MLFLOW_PASSWORD_FILE (a mounted Secret), the
+    descriptor naming the store and its experiment, a live status of a running Job."""
+    server = seeded.auth
+    secret = tmp_path / "mlflow-password"
+    secret.write_text(f"{server.password}\n")
+    monkeypatch.setenv("TAUBOT_MLFLOW_USERNAME", server.username or "")
+    monkeypatch.setenv("TAUBOT_MLFLOW_PASSWORD_FILE", str(secret))
+    auth = MlflowAuth.from_settings(load_settings())
+    job = k8s.job(RUN, suspend=False, active=1)
+    pod = k8s.job_pod(job, node="gpu-node-1", phase="Running", containers=[k8s.running()])
+    async with KubeEmulator([*workspace_objects(), job, k8s.workload(job, state="admitted"), pod]) as emu:
+        emu.pod_logs[(k8s.NS, pod["metadata"]["name"], pod["spec"]["containers"][0]["name"])] = \
+            f"{ms_stamp(ago(1))} step=800 loss=1.7000\n"  # kubelet --timestamps shape
+        path = write_descriptor(tmp_path, emu.base_url)
+        doc = yaml.safe_load(path.read_text())
+        doc["spec"]["experiments"] = {"mlflow": {"uri": server.url, "experiment": TEAM}}
+        path.write_text(yaml.safe_dump(doc))
+        d = (await diagnose_live(load_descriptors(tmp_path), run=RUN, identity=ALICE, now=NOW,
+                                 workspace="vision", mlflow_auth=auth)).diagnosis
+    check = d.phase("Durable evidence")
+    assert check.state.value == "active" and "step 800" in check.summary, check

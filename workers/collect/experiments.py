@@ -24,11 +24,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from workers.diagnosis.models import ExperimentEvidence
+
+if TYPE_CHECKING:
+    from workers.settings import Settings
 
 RUN_TAG = "taugrid.io/run"
 SYSTEM_METRICS = "system/"
@@ -43,6 +46,14 @@ class MlflowAuth:
     token: str | None = None
     username: str | None = None
     password: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MlflowAuth:
+        """TAUBOT_MLFLOW_TOKEN, else TAUBOT_MLFLOW_USERNAME and TAUBOT_MLFLOW_PASSWORD (each also as
+        `_FILE`, like every setting)."""
+        token, password = settings.mlflow_token, settings.mlflow_password
+        return cls(token=token.get_secret_value() if token else None, username=settings.mlflow_username,
+                   password=password.get_secret_value() if password else None)
 
     def headers(self) -> dict[str, str]:
         if self.token:

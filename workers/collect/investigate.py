@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
-from workers.collect.experiments import experiment_record
+from workers.collect.experiments import MlflowAuth, experiment_record
 from workers.collect.logs.sources import log_evidence
 from workers.collect.report import RunReport
 from workers.collect.workspace import (
@@ -338,7 +338,8 @@ async def read_nodes(reader: KubeReader, objs: RunObjects) -> tuple[list[dict], 
 
 
 async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: RunObjects, now: datetime, *,
-                          timeout: float, mlflow_token: str | None
+                          timeout: float, mlflow_token: str | None,
+                          mlflow_auth: MlflowAuth | None = None
                           ) -> tuple[LogEvidence | None, ExperimentEvidence | None]:
     """The log (one bounded read) once the run's main process has started, and the experiment
     record when the workspace names a store — the latter read with the bot's token, so only after
@@ -358,7 +359,9 @@ async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: Run
             return ExperimentEvidence(unavailable=f"access review {allowed.describe()}")
         if not allowed:
             return ExperimentEvidence(unavailable=f"permission denied (get {resource})")
-        return await experiment_record(store.mlflow.uri, objs.name, token=mlflow_token, timeout=timeout)
+        auth = mlflow_auth or MlflowAuth(token=mlflow_token)
+        return await experiment_record(store.mlflow.uri, objs.name, auth=auth,
+                                       experiment=store.mlflow.experiment, timeout=timeout)
 
     logs, experiment = await asyncio.gather(logs_call, record())
     return logs, experiment
@@ -377,7 +380,8 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
                       now: datetime, workspace: str | None = None,
                       timeout: float = 10.0, profile: bool = False, layer7: bool = True,
                       stall_seconds: int = DEFAULT_STALL_SECONDS,
-                      mlflow_token: str | None = None, nodes_health: bool = True,
+                      mlflow_token: str | None = None, mlflow_auth: MlflowAuth | None = None,
+                      nodes_health: bool = True,
                       exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> RunReport:
     """Collect under `identity` in the resolved workspace, evaluate; layers 1–2 first.
 
@@ -402,7 +406,8 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
             none: tuple[Any, Any] = (None, None)
             nodes_call = read_nodes(reader, objs) if nodes_health and objs.pods else _value(none)
             evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout,
-                                            mlflow_token=mlflow_token) if layer7 else _value(none)
+                                            mlflow_token=mlflow_token, mlflow_auth=mlflow_auth
+                                            ) if layer7 else _value(none)
             return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
         collected = await collect(reader, ns, run, now, tauworkspace_path(ws), alongside=nodes_and_evidence)

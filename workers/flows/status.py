@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from workers.collect.experiments import MlflowAuth
 from workers.collect.investigate import investigate
 from workers.collect.report import RunReport
 from workers.collect.workspace import check_connection, workspace_status
@@ -132,12 +133,12 @@ async def diagnose_for_card(services: Services, request: StatusRequest, now: dat
     workspace resolved once for both."""
     command = request.command
     settings = services.settings
-    token = settings.mlflow_token.get_secret_value() if settings.mlflow_token else None
+    mlflow = MlflowAuth.from_settings(settings)
     resolution = services.registry.resolve(workspace=command.workspace, channel=request.channel)
     live_call = investigate(resolution, kube=services.kube, run=command.run, identity=request.identity,
                             now=now, workspace=command.workspace,
                             timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
-                            stall_seconds=settings.progress_stall_minutes * 60, mlflow_token=token,
+                            stall_seconds=settings.progress_stall_minutes * 60, mlflow_auth=mlflow,
                             exporter_namespaces=settings.exporter_namespaces)
     if not isinstance(resolution, Resolved):
         return await live_call, False
