@@ -97,6 +97,9 @@ KNOWN_GROUPS: dict[str, tuple[str, ...]] = {
     "ray.io": ("v1", "v1alpha1"),
     "resource.k8s.io": ("v1", "v1beta2", "v1beta1"),
     "taugrid.io": ("v1alpha1",),
+    # Kueue's on-demand visibility API (an aggregated API served by kueue-controller-manager,
+    # v0.9+); `serve_versions(VISIBILITY_GROUP, [])` is a Kueue without it (404 for the group).
+    "visibility.kueue.x-k8s.io": ("v1beta1",),
 }
 KNOWN_RESOURCES: dict[str, frozenset[str]] = {
     "": frozenset(
@@ -115,7 +118,9 @@ KNOWN_RESOURCES: dict[str, frozenset[str]] = {
         {"resourceclaims", "resourceclaimtemplates", "resourceslices", "deviceclasses"}
     ),
     "taugrid.io": frozenset({"tauworkspaces", "tauclusters"}),
+    "visibility.kueue.x-k8s.io": frozenset({"localqueues", "clusterqueues"}),
 }
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 # Groups whose list items carry no TypeMeta on a real server (built-in types).
 BUILTIN_GROUPS = frozenset(
     {"", "batch", "apps", "events.k8s.io", "authorization.k8s.io", "resource.k8s.io"}
@@ -188,6 +193,9 @@ class RecordedRequest:
     identity: CallerIdentity
     body: Any = None
     gzipped: bool = False  # the answer went gzip-compressed (see GZIP_THRESHOLD_BYTES)
+    # 1 + the deepest round among requests answered before this one arrived: the round it can at
+    # most belong to (a request can only depend on answers it has seen). Exact with some latency.
+    round: int = 0
 
     def header_values(self, name: str) -> list[str]:
         """All values of a (possibly repeated) header, in order."""
@@ -503,6 +511,7 @@ class KubeEmulator:
         self._released: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
+        self._answered_round = 0  # see RecordedRequest.round
         self.replace_all(objects)
 
     # ------------------------------------------------------------ lifecycle
@@ -714,9 +723,10 @@ class KubeEmulator:
                 loop.call_soon_threadsafe(w.queue.put_nowait, None)
 
     def clear_requests(self) -> None:
-        """Forget the request log."""
+        """Forget the request log (and its rounds)."""
         with self._lock:
             self.requests.clear()
+            self._answered_round = 0
 
     def requests_to(self, path_prefix: str) -> list[RecordedRequest]:
         """Recorded requests whose path starts with ``path_prefix``."""
@@ -870,6 +880,19 @@ class KubeEmulator:
             self._record(request, caller, body)
             return self._status(err)
         record = self._record(request, caller, body)
+        try:
+            return await self._answer(request, caller, body, record)
+        finally:
+            with self._lock:
+                self._answered_round = max(self._answered_round, record.round)
+
+    def rounds(self) -> int:
+        """Sequential request rounds of the requests recorded since the last `clear_requests`."""
+        with self._lock:
+            return max((r.round for r in self.requests), default=0)
+
+    async def _answer(self, request: web.Request, caller: CallerIdentity, body: Any,
+                      record: RecordedRequest) -> web.StreamResponse:
         if self.latency:
             await asyncio.sleep(self.latency)
         with self._lock:
@@ -902,6 +925,7 @@ class KubeEmulator:
             body=body,
         )
         with self._lock:
+            rec.round = self._answered_round + 1
             self.requests.append(rec)
         return rec
 
@@ -950,6 +974,8 @@ class KubeEmulator:
             return self._pod_log(target, query)
         if target.subresource == "proxy":
             return await self._proxy(target, request.query_string)
+        if target.group == VISIBILITY_GROUP:
+            return self._pending_workloads(target, query)
         if target.subresource is not None:
             return self._get(target)  # e.g. /status: the object itself
         if target.name is not None:
@@ -1177,6 +1203,71 @@ class KubeEmulator:
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
         return web.Response(text=text, content_type="text/plain")
+
+    def _pending_workloads(self, target: _Target, query: Mapping[str, str]) -> web.Response:
+        """Kueue's ``…/{localqueues|clusterqueues}/NAME/pendingworkloads``, computed from the stored
+        Workloads and LocalQueues as Kueue's queue manager orders them (BestEffortFIFO/StrictFIFO:
+        higher priority first, then older first; positions start from 0).
+
+        Shapes: kueue apis/visibility/v1beta1/types.go (PendingWorkloadsSummary, PendingWorkload)
+        and site/…/pending_workloads_on_demand.md; a missing queue is Kueue's NotFound of
+        ``localqueue``/``clusterqueue``, any other subresource the API server's 404.
+        """
+        if target.subresource != "pendingworkloads" or target.name is None:
+            raise _HTTPStatus(404, "the server could not find the requested resource")
+        with self._lock:
+            stored = list(self._store.items())
+        cq_of = {(k.namespace, k.name): (o.get("spec") or {}).get("clusterQueue")
+                 for k, o in stored if k.group == "kueue.x-k8s.io" and k.plural == "localqueues"}
+        cqs = {k.name for k, _o in stored if k.group == "kueue.x-k8s.io" and k.plural == "clusterqueues"}
+        singular = target.plural[:-1]
+        if target.plural == "localqueues" and (target.namespace or "", target.name) not in cq_of:
+            raise _HTTPStatus(404, f'{singular}.kueue.x-k8s.io "{target.name}" not found',
+                              name=target.name, group="kueue.x-k8s.io", kind=singular)
+        cluster_queue = (cq_of[(target.namespace or "", target.name)] if target.plural == "localqueues"
+                         else target.name)
+        if cluster_queue not in cqs and target.plural == "clusterqueues":
+            raise _HTTPStatus(404, f'{singular}.kueue.x-k8s.io "{target.name}" not found',
+                              name=target.name, group="kueue.x-k8s.io", kind=singular)
+
+        def pending(wl: dict[str, Any]) -> bool:
+            conds = {c.get("type"): c.get("status") for c in (wl.get("status") or {}).get("conditions") or []}
+            return ((wl.get("spec") or {}).get("active") is not False and conds.get("Finished") != "True"
+                    and conds.get("QuotaReserved") != "True" and conds.get("Admitted") != "True")
+
+        def in_queue(key: _Key, wl: dict[str, Any]) -> bool:
+            lq = (wl.get("spec") or {}).get("queueName")
+            return key.group == "kueue.x-k8s.io" and key.plural == "workloads" and pending(wl) \
+                and cq_of.get((key.namespace, lq)) == cluster_queue
+
+        queued = sorted(
+            ((k, o) for k, o in stored if in_queue(k, o)),
+            key=lambda ko: (-int((ko[1].get("spec") or {}).get("priority") or 0),
+                            (ko[1].get("metadata") or {}).get("creationTimestamp") or "", ko[0].name))
+        items: list[dict[str, Any]] = []
+        in_lq: dict[tuple[str, str], int] = {}
+        for position, (key, wl) in enumerate(queued):
+            lq = (wl.get("spec") or {}).get("queueName") or ""
+            local = in_lq.get((key.namespace, lq), 0)
+            in_lq[(key.namespace, lq)] = local + 1
+            if target.plural == "localqueues" and (key.namespace, lq) != (target.namespace, target.name):
+                continue
+            md = wl.get("metadata") or {}
+            items.append({
+                "metadata": {k: md[k] for k in ("name", "namespace", "creationTimestamp", "ownerReferences")
+                             if k in md},
+                "priority": int((wl.get("spec") or {}).get("priority") or 0),
+                "localQueueName": lq,
+                "positionInClusterQueue": position,
+                "positionInLocalQueue": local,
+            })
+        offset, limit = int(query.get("offset") or 0), int(query.get("limit") or 1000)
+        return web.json_response({
+            "kind": "PendingWorkloadsSummary",
+            "apiVersion": f"{VISIBILITY_GROUP}/{target.version}",
+            "metadata": {"creationTimestamp": None},
+            "items": items[offset:offset + limit],
+        })
 
     async def _proxy(self, target: _Target, query_string: str = "") -> web.Response:
         raw_name = target.name or ""

@@ -30,6 +30,7 @@ from typing import Any
 from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
 from workers.collect.experiments import MlflowAuth, experiment_record
 from workers.collect.logs.sources import log_evidence
+from workers.collect.queue import QueueRead, position_from, read_queue
 from workers.collect.report import RunReport
 from workers.collect.workspace import (
     readiness_report,
@@ -41,7 +42,7 @@ from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.gaps import ReadGap
 from workers.diagnosis.layers import layer_info
-from workers.diagnosis.linkage import RunObjects, find_run, run_names
+from workers.diagnosis.linkage import QUEUE_LABEL, RunObjects, find_run, labels, meta, run_names
 from workers.diagnosis.models import (
     Diagnosis,
     ExperimentEvidence,
@@ -52,10 +53,12 @@ from workers.diagnosis.models import (
     RunRef,
 )
 from workers.diagnosis.phases import container_start, dra, image_pull, init_containers, ready, scheduling
+from workers.diagnosis.phases.admission import WAITING
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.podfacts import is_terminal
 from workers.diagnosis.profile import GpuProfile, unavailable_profile
-from workers.diagnosis.registry import LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER
+from workers.diagnosis.queue_position import QueuePosition, awaits_admission
+from workers.diagnosis.registry import ADMISSION, LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER
 from workers.diagnosis.runtime import DEFAULT_STALL_SECONDS, main_started
 from workers.kube.client import Identity, KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
@@ -180,15 +183,18 @@ class Collected:
     alongside: Any = None  # what `alongside` returned, when it ran
     linked: RunObjects | None = None  # the run's objects, linked once after round 2 (+ round 3's events)
     known_runs: list[str] | None = None  # a run not found: the names the user may list instead
+    queue: Any = None  # what `queue` returned, when the run awaited admission (round 2)
 
 
 async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, tauworkspace: str, *,
-                  alongside: Callable[[RunObjects], Awaitable[Any]] | None = None) -> Collected:
+                  alongside: Callable[[RunObjects], Awaitable[Any]] | None = None,
+                  queue: Callable[[dict], Awaitable[Any]] | None = None) -> Collected:
     """Gather the run's objects in three concurrent rounds; errors become gaps, never silence.
 
     ``alongside`` is started on the objects of round 2 and runs concurrently with round 3 (the
     events): the node reads and the log read depend on the pods, not on the events, so a status
-    costs three round trips, not five."""
+    costs three round trips, not five. ``queue`` (the queue-position reads) joins round 2 when
+    Kueue keeps the run suspended, so a waiting-for-quota status stays at two rounds."""
     gaps: dict[str, ReadGap] = {}
     objects: list[dict] = []
 
@@ -252,7 +258,10 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     if uses_dra(run_obj):
         claims_path = resource_path("resource.k8s.io", "v1", "resourceclaims", namespace)
         calls["resourceclaims"] = reader.list(claims_path, limit=PAGE_SIZE)
+    if queue is not None and awaits_admission(run_obj):
+        calls["queue"] = queue(run_obj)
     results = dict(zip(calls, await asyncio.gather(*calls.values()), strict=True))
+    queued = results.pop("queue", None)
     wl = results.pop("workloads")
     if isinstance(wl, ReadError) and wl.kind == "not_found":  # a cluster that serves only v1beta1
         wl = await reader.list(resource_path("kueue.x-k8s.io", "v1beta1", "workloads", namespace),
@@ -267,7 +276,8 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     extra = asyncio.ensure_future(alongside(objs)) if alongside is not None else None
     prelim = evaluate(objects, run, now, namespace, gaps, linked=objs)
     if not needs_events(prelim):
-        return Collected(objects, gaps, tw, prelim, await extra if extra is not None else None, objs)
+        return Collected(objects, gaps, tw, prelim, await extra if extra is not None else None, objs,
+                         queue=queued)
     explain = explaining_pods(objs, prelim, now)
     events_path = resource_path("", "v1", "events", namespace)
     calls3 = {}
@@ -283,7 +293,7 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     if not unchanged:
         objs = objs.with_events(objects[before[0]:])
     return Collected(objects, gaps, tw, prelim if unchanged else None,
-                     await extra if extra is not None else None, objs)
+                     await extra if extra is not None else None, objs, queue=queued)
 
 
 MAX_NODE_READS = 64  # distinct nodes of the run read; past this, the rest read "not read"
@@ -410,7 +420,11 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
                                             ) if layer7 else _value(none)
             return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
-        collected = await collect(reader, ns, run, now, tauworkspace_path(ws), alongside=nodes_and_evidence)
+        async def queue(run_obj: dict) -> QueueRead:
+            return await read_queue(reader, ns, labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue)
+
+        collected = await collect(reader, ns, run, now, tauworkspace_path(ws), alongside=nodes_and_evidence,
+                                  queue=queue)
         objects, tw = collected.objects, collected.tauworkspace
         gpu_profile: GpuProfile | None = None
         ready = isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready"
@@ -442,9 +456,25 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
                              stall_seconds=stall_seconds, node_gaps=node_gaps,
                              dcgm_health=gpu_profile.gpu_health if gpu_profile else None,
                              linked=collected.linked)
+    if report is None and waiting_for_quota(diagnosis):
+        diagnosis = diagnosis.model_copy(update={"queue_position": _position(collected)})
     return RunReport(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
                      requests=reader.requests_made, objects=objects, layer_report=report,
                      profile=gpu_profile, descriptor=ws, linked_objects=collected.linked)
+
+
+def waiting_for_quota(diagnosis: Diagnosis) -> bool:
+    """The answer is Kueue admission waiting for quota: the one answer a queue position serves."""
+    return (diagnosis.first_incomplete == ADMISSION.name
+            and diagnosis.phase(ADMISSION.name).reason == WAITING.reason)
+
+
+def _position(collected: Collected) -> QueuePosition:
+    objs = collected.linked
+    if not isinstance(collected.queue, QueueRead) or objs is None or objs.run is None:
+        return QueuePosition(local_queue="?", unavailable="not read (Kueue had not suspended the run)")
+    return position_from(collected.queue, run_uid=meta(objs.run).get("uid") or "",
+                         workload_names={meta(w).get("name") for w in objs.workloads})
 
 
 def _layer_profile(report: LayerReport) -> GpuProfile:

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .queue_position import QueuePosition
+
 Owner = Literal[
     "researcher", "platform", "queue-owner", "node-pool-owner", "image-owner", "taugrid-owner"
 ]
@@ -144,6 +146,7 @@ class Diagnosis(BaseModel):
     recovery: Recovery | None = None
     progress_summary: str = ""
     loss_points: list[float] = Field(default_factory=list)
+    queue_position: QueuePosition | None = Field(default=None, description="layer 4, waiting for quota, live")
 
     def phase(self, name: str) -> PhaseResult:
         for p in [*self.phases, *self.checks]:
@@ -170,4 +173,5 @@ class Diagnosis(BaseModel):
                  "owner": c.finding.owner, "reason": c.reason} for c in self.checks
             ],
             "recovery": self.recovery.model_dump() if self.recovery else None,
+            "queue_position": self.queue_position.model_dump() if self.queue_position else None,
         }

@@ -38,6 +38,7 @@ from workers.diagnosis.models import Diagnosis, PhaseResult, PhaseState
 from workers.diagnosis.profile import GpuProfile
 from workers.diagnosis.progress import sparkline
 from workers.diagnosis.registry import BY_NAME, CHECK_NAMES, LAYER_CHECKS, RAYJOB_STATUS
+from workers.render.forecast import queue_position_text
 from workers.render.profile import profile_lines
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton
@@ -127,6 +128,7 @@ class PhaseCardContext(SlottedCard):
     unreachable: str = ""
     tree: str
     evidence_lines: list[str] = []  # each an escaped inline-code line; `render_phase_card` shows what fits
+    queue_line: str = ""  # a waiting run's queue position: below the tree when it fits with the evidence
     evidence_total: int = 0  # how many evidence lines there are in all (the rest are in *Details*)
     handoff: str
     notes: list[str] = []
@@ -249,6 +251,8 @@ def phase_tree_text(d: Diagnosis) -> str:
     if d.progress_summary:
         loss = f" · loss `{spark}`" if spark else ""
         lines.append(f"*Progress:* {escape(d.progress_summary, 300)}{loss}")
+    if d.queue_position is not None:
+        lines.append(f"*Queue:* {escape(queue_position_text(d.queue_position), 400)}")
     return _fit_lines(lines, MAX_SECTION_TEXT)
 
 
@@ -318,6 +322,14 @@ def condensed_tree(d: Diagnosis, verdict: str | None = None) -> str:
         loss = f" · loss `{spark}`" if spark else ""
         lines.append(f"*Progress:* {escape(d.progress_summary, 200)}{loss}")
     return "\n".join(lines)
+
+
+def queue_line(d: Diagnosis) -> str:
+    """The first screen's queue position (the GPUs ahead and the start time are in *Details*)."""
+    if (qp := d.queue_position) is None:
+        return ""
+    more = "" if qp.unavailable else " · more in *Details*"
+    return f"*Queue:* {escape(queue_position_text(qp, short=True), 200)}{more}"
 
 
 def _recovery_adds(d: Diagnosis) -> bool:
@@ -444,6 +456,7 @@ def build_phase_card(
         meta=meta,
         unreachable=unreachable,
         tree=condensed_tree(d, verdict),
+        queue_line=queue_line(d),
         evidence_lines=evidence_lines,
         evidence_total=len(evidence_all),
         handoff=handoff_text(d, verdict),
@@ -629,6 +642,13 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
     lines = context.evidence_lines
     total = max(len(lines), context.evidence_total)
     blocks: list[dict[str, Any]] = []
+    if context.queue_line:  # with every evidence line, or not at all: the evidence comes first
+        queued = context.model_copy(update={"tree": f"{context.tree}\n{context.queue_line}"})
+        evidence = _evidence_text(lines, len(lines), total)
+        blocks = render_template("phase_card.json.j2", queued, evidence=evidence)
+        chars, count = screen_size(blocks)
+        if chars <= FIRST_SCREEN_CHARS and count <= FIRST_SCREEN_LINES:
+            return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
     for shown in range(len(lines), -1, -1):
         blocks = render_template("phase_card.json.j2", context, evidence=_evidence_text(lines, shown, total))
         if _fits(blocks):
