@@ -20,7 +20,7 @@ from tests.fixtures import k8s
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "workers" / "examples"
 TAUBOT = [sys.executable, "-m", "workers.cli"]
 CONTRACT_KEYS = {"run", "phases", "first_incomplete", "layer", "owner", "transient", "next_action",
-                 "checks", "recovery", "queue_position"}  # SPEC §5 and §5a; issue 29
+                 "checks", "recovery", "queue_position", "eta", "charts"}  # SPEC §5 and §5a; issue 29
 PHASES = ["Submitted", "Kueue admission", "RayCluster", "Pod scheduling", "DRA allocation",
           "Image pull", "Init containers", "Container start", "Ready", "RayJob status"]
 

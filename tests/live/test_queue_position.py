@@ -7,6 +7,8 @@ user reads (the card's line, the CLI tree, `--format json`) and what the API ser
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -123,3 +125,11 @@ async def test_admitted_run_reads_no_queue(tmp_path: Path) -> None:
     assert report.diagnosis.queue_position is None
     assert "*Queue:*" not in phase_tree_text(report.diagnosis)
     assert not [r for r in requests if "visibility.kueue" in r.path or "localqueues" in r.path]
+
+
+def test_shell_demo_prints_the_queue_line() -> None:
+    """`taubot shell --demo` (its in-process emulator serves the visibility API too)."""
+    done = subprocess.run([sys.executable, "-m", "workers.cli", "shell", "--demo"],
+                          input="/tau status llama-ft-queued\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Queue: 1st in ClusterQueue cluster-queue (1st of 3 in your LocalQueue team-a)" in done.stdout

@@ -27,6 +27,7 @@ from workers.flows.escalation import SUBMITTED_BY_ANNOTATION
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SECRET, SlackApp, example_objects
 from .details import action_ids
 from .test_cards import card_text
+from .test_charts_slack import seed_training_logs
 from .test_end_to_end import cluster, parent_and_card
 
 BOB = "U012BOB"
@@ -253,12 +254,7 @@ def test_healthy_run_has_nothing_to_hand_off(app: SlackApp) -> None:
     with cluster(app, objects) as emu:
         # Its pods' logs progress up to a minute ago (HF Trainer dicts, transformers 4.46), so the
         # Runtime progress check is active: nothing to hand off.
-        for pod in [o for o in objects if o["kind"] == "Pod"
-                    and o["metadata"]["name"].startswith("resnet-sweep-3-")]:
-            container = pod["spec"]["containers"][0]["name"]
-            emu.pod_logs[(pod["metadata"]["namespace"], pod["metadata"]["name"], container)] = "".join(
-                f"2026-11-30T10:{20 + i}:00.000000000Z {{'loss': {2 - i / 10}, 'grad_norm': 1.2, "
-                f"'learning_rate': 4e-05, 'epoch': {i / 10}}}\n" for i in range(9))
+        seed_training_logs(emu, objects)
         _, card = status_card(app, "resnet-sweep-3")
         assert ESCALATE_ACTION not in action_ids(card["blocks"])
         assert "🔄 *First incomplete: Runtime progress* (active) — loss 1.2 (falling) at 2026-11-30 10:28:00Z" in (

@@ -24,6 +24,7 @@ from workers.diagnosis.models import Diagnosis, LogEvidence
 from workers.diagnosis.snapshot import SnapshotError
 from workers.render.tree_text import render_text
 
+from .charts import write_charts
 from .errors import UsageError
 from .registry import subcommand
 
@@ -122,8 +123,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         except SnapshotError as exc:
             raise UsageError(str(exc)) from None
         _require_one_namespace(objects, run, args.namespace)
-        _emit(evaluate(objects, run, now, args.namespace, logs=_log_evidence(args),
-                       stall_seconds=args.stall_minutes * 60), args.format)
+        d = evaluate(objects, run, now, args.namespace, logs=_log_evidence(args),
+                     stall_seconds=args.stall_minutes * 60)
+        _emit(d, args.format)
+        write_charts(args, d)
         return 0
     if not args.workspace:
         raise UsageError("diagnose needs --from-file DUMP or --workspace W")
@@ -153,6 +156,8 @@ def add(sub: Any) -> None:
                    help="the run's log as `kubectl logs --timestamps` prints it (Runtime progress)")
     d.add_argument("--stall-minutes", type=int, default=20,
                    help="no progress for longer than this is a stall (default 20)")
+    d.add_argument("--charts", metavar="DIR",
+                   help="write the loss curve (and with --run-profile the GPU strip) as PNGs into DIR")
     d.add_argument("--run-profile", action="store_true",
                    help="add live GPU telemetry from dcgm-exporter (needs --workspace)")
     d.set_defaults(func=cmd_diagnose)

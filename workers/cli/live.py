@@ -25,6 +25,7 @@ from workers.kube.client import Identity
 from workers.render.profile import render_profile_text
 from workers.workspaces import Registry, load_descriptors
 
+from .charts import write_charts
 from .errors import UsageError
 
 STATE_MARKS = {"ok": "✔", "failed": "✖", "warning": "!", "skipped": "–"}
@@ -63,6 +64,7 @@ def diagnose_live(args: argparse.Namespace, run: str, now: datetime,
                                               workspace=args.workspace, profile=want_profile))
     if args.save_snapshot:
         Path(args.save_snapshot).write_text(json.dumps(as_kube_list(result.objects), indent=2) + "\n")
+    write_charts(args, result.diagnosis, result.profile.per_gpu_utilization if result.profile else None)
     if not want_profile or result.profile is None:
         emit(result.diagnosis, args.format)
         return 0

@@ -253,6 +253,8 @@ def build_profile(run_pods: list[dict], claims: Mapping[str, dict],
         gpu_utilization=util, gpu_memory=memory,
         gpu_activity=_activity(util, memory, reading.fb_used), gaps=gaps,
         gpu_health=reading.health, application_xids=reading.app_xids,
+        per_gpu_utilization={f"{node}/{device.gpu}": reading.util.get((node, key))  # None: no value
+                             for (node, key), device in sorted(reading.devices.items())},
         health_not_exported=[f for f in HEALTH_FIELDS if f not in reading.exported])
 
 

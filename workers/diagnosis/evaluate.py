@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from . import later_evidence
+from .eta import training_eta
 from .gaps import PHASE_NEEDS, ReadGap
 from .layers import layer_info
 from .linkage import RunObjects, find_run, run_names
@@ -40,7 +41,14 @@ from .phases import (
 from .phases.common import RunContext
 from .recovery import recovery
 from .registry import ANSWER_ORDER, PHASE_NAMES
-from .runtime import DEFAULT_STALL_SECONDS, EVIDENCE, durable_evidence, progress_text, runtime_progress
+from .runtime import (
+    DEFAULT_STALL_SECONDS,
+    EVIDENCE,
+    PROGRESSING,
+    durable_evidence,
+    progress_text,
+    runtime_progress,
+)
 from .shapes import sanitize
 from .snapshot import flatten
 
@@ -199,11 +207,14 @@ def evaluate(
         health = gpu_node_health(ctx, nodes, unread, dcgm_health)
         if health is not None:
             checks[health.name] = health
-    progress = None
+    progress, eta = None, None
     if logs is not None and objs.run is not None:
         check, progress = runtime_progress(ctx, logs, stall_seconds)
         if check is not None:
             checks[check.name] = check
+        if progress is not None and check is not None:
+            eta = training_eta(progress, progressing=check.state is PhaseState.ACTIVE
+                               and check.finding.reason == PROGRESSING.reason)
     if experiment is not None and objs.run is not None:
         checks[EVIDENCE] = durable_evidence(ctx, experiment, progress, stall_seconds)
     answer = {**results, **checks}
@@ -226,6 +237,8 @@ def evaluate(
         recovery=verdict,
         progress_summary=progress_text(progress) if progress else "",
         loss_points=list(progress.losses[-20:]) if progress else [],
+        eta=eta,
+        loss_curve=[(s, v) for _at, s, v in progress.points if v is not None] if progress else [],
         run=ref,
         phases=phases,
         first_incomplete=first.name if first else None,

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .eta import Eta
 from .queue_position import QueuePosition
 
 Owner = Literal[
@@ -147,6 +148,9 @@ class Diagnosis(BaseModel):
     progress_summary: str = ""
     loss_points: list[float] = Field(default_factory=list)
     queue_position: QueuePosition | None = Field(default=None, description="layer 4, waiting for quota, live")
+    eta: Eta | None = Field(default=None, description="layer 7: when training ends, from the log")
+    loss_curve: list[tuple[float | None, float]] = Field(default_factory=list,
+                                                         description="(step, loss) of the log's last lines")
 
     def phase(self, name: str) -> PhaseResult:
         for p in [*self.phases, *self.checks]:
@@ -174,4 +178,6 @@ class Diagnosis(BaseModel):
             ],
             "recovery": self.recovery.model_dump() if self.recovery else None,
             "queue_position": self.queue_position.model_dump() if self.queue_position else None,
+            "eta": self.eta.model_dump(mode="json") if self.eta else None,
+            "charts": {"loss": [{"step": s, "loss": v} for s, v in self.loss_curve]},
         }

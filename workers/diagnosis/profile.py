@@ -207,6 +207,8 @@ class GpuProfile(BaseModel):
     gpu_health: dict[str, list[str]] = Field(default_factory=dict, description="node → DCGM faults")
     health_not_exported: list[str] = Field(default_factory=list, description="health fields absent")
     application_xids: list[str] = Field(default_factory=list, description="layer-7 evidence, not faults")
+    per_gpu_utilization: dict[str, float | None] = Field(
+        default_factory=dict, description="node/gpu → DCGM_FI_DEV_GPU_UTIL % (None: blank), for the strip")
 
 
 # --------------------------------------------------------------------------- pods and claims

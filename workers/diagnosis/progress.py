@@ -68,7 +68,7 @@ PROGRESS: tuple[ProgressFormat, ...] = (
                        + r"""(?:.*['"]step['"]\s*:\s*['"]?(?P<step>\d+))?"""),
                    "step", "loss", "loss"),
     ProgressFormat("Megatron-LM iteration line", "epfLLM/Megatron-LLM#11 training log",
-                   _re(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|(?:.*\blm loss:\s*(?P<loss>"
+                   _re(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|(?:.*\blm loss:\s*(?P<loss>"
                        + _NUM + r"))?"),
                    "step", "loss", "iteration"),
     ProgressFormat("PyTorch Lightning / tqdm bar", "tqdm std.py r_bar; lightning 2.4 tqdm_progress.py",
@@ -133,6 +133,11 @@ LAUNCHERS = frozenset({"torchrun child failed"})  # signatures that only say "a 
 # One pass over a line first: most lines match no signature and no checkpoint, and a single
 # alternation is several times cheaper than trying each row (bench/bench_progress.py).
 _ANY_SIGNATURE = re.compile("|".join(f"(?:{s.regex.pattern})" for s in SIGNATURES), re.IGNORECASE)
+# The run's total steps when a line states it (tqdm and Megatron state it in the progress line
+# itself): HF Trainer's `  Total optimization steps = {max_steps:,}` (trainer.py), Lightning's
+# `max_steps=N` (Trainer arguments echoed, and "`max_steps=N` reached.").
+_TOTAL = _re(r"Total optimization steps\s*=\s*(?P<total>[\d,]+)|\bmax_steps\s*[=:]\s*(?P<max>\d+)")
+POINTS_KEPT = 500  # (time, step, loss) of the last progress lines, for the ETA and the curve
 _ANY_CHECKPOINT = re.compile(r"checkpoint|saving model", re.IGNORECASE)
 # Anywhere in the line: a traceback can start glued to an unfinished bar (`…it/s]Traceback (most…`).
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
@@ -219,6 +224,8 @@ class Progress:
     checkpoint_at: datetime | None = None
     found: Found | None = None
     formats: list[str] = field(default_factory=list)
+    total: float | None = None  # the run's total steps, when a line states it
+    points: list[tuple[datetime | None, float | None, float | None]] = field(default_factory=list)
 
     @property
     def last_loss(self) -> float | None:
@@ -283,6 +290,10 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
                     break
         lowered = text.lower()
         advanced = progress = False
+        if "total optimization steps" in lowered or "max_steps" in lowered:
+            stated = _TOTAL.search(text)
+            if stated:
+                out.total = _number((stated.group("total") or stated.group("max") or "").replace(",", ""))
         for fmt in PROGRESS:
             if fmt.needle not in lowered:
                 continue
@@ -302,12 +313,18 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
                 out.last_step = step
             else:
                 advanced = True
+            if "total" in fmt.regex.groupindex and match.group("total"):
+                out.total = _number(match.group("total"))
+            out.points.append((at, step, loss))
+            if len(out.points) > 2 * POINTS_KEPT:
+                del out.points[:-POINTS_KEPT]
             if loss is not None:
                 out.losses.append(loss)
             if advanced and at is not None:
                 out.last_progress_at = at
             break
         tail.append(_Seen(at, text, raw, progress, advanced, stamp))
+    del out.points[:-POINTS_KEPT]
     if out.found is None or out.found.kind != "hang":
         crash = _final_crash(list(tail))
         if crash is not None:

@@ -29,6 +29,7 @@ from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceR
 from workers.operator_access import may_see_operator_hints
 from workers.posted_cards import PostedCard, render
 from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card, render_details
+from workers.render.charts import gpu_strip, loss_chart
 from workers.render.mrkdwn import code
 from workers.services import Services
 from workers.surfaces.base import Failed
@@ -116,6 +117,29 @@ def deliver(services: Services, request: CommandRequest, parent_ts: str | None, 
     return posted
 
 
+def attach_charts(services: Services, channel: str, thread_ts: str, live: RunReport) -> list[str]:
+    """The loss curve and, with `--run-profile`, the per-GPU utilisation strip, posted as PNGs in
+    the card's thread before the card (files upload v2); the card's notes say where they are."""
+    run = live.diagnosis.run.name
+    pictures = [("loss curve", f"{run}-loss.png", loss_chart(live.diagnosis.loss_curve, run))]
+    if live.profile is not None:
+        pictures.append(("GPU utilisation strip", f"{run}-gpus.png",
+                         gpu_strip(live.profile.per_gpu_utilization, run)))
+    notes = []
+    for what, filename, png in pictures:
+        if png is None:
+            continue
+        where = services.surface.upload_image(channel, thread_ts, filename, png, f"{run}: {what}")
+        if isinstance(where, Failed):
+            log.warning("status: could not attach the %s of %s: %s", what, run, where.error)
+            notes.append(f"The {what} could not be attached ({where.error or where.kind}).")
+        elif where.startswith("https://"):
+            notes.append(f"📈 <{where}|{what}> (PNG, in this thread)")
+        else:
+            notes.append(f"📈 {what}: {where} (PNG, in this thread)")
+    return notes
+
+
 @dataclass
 class StatusOutcome:
     """What a status job produced; the job's result, for operators' inspection."""
@@ -174,6 +198,9 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
     gap = handoff_gap(services, live) if offer is None else None
     if gap is not None:
         context = context.model_copy(update={"notes": [gap, *context.notes]})  # the card's own notes
+    if parent_ts is not None:
+        charts = attach_charts(services, request.channel, parent_ts, live)
+        context = context.model_copy(update={"notes": [*context.notes, *charts]})
     posted = deliver(services, request, parent_ts, context, job)
     if offer is not None and posted is not None:
         offer.attach(posted.ts)

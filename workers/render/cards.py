@@ -38,7 +38,7 @@ from workers.diagnosis.models import Diagnosis, PhaseResult, PhaseState
 from workers.diagnosis.profile import GpuProfile
 from workers.diagnosis.progress import sparkline
 from workers.diagnosis.registry import BY_NAME, CHECK_NAMES, LAYER_CHECKS, RAYJOB_STATUS
-from workers.render.forecast import queue_position_text
+from workers.render.forecast import eta_text, queue_position_text
 from workers.render.profile import profile_lines
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton
@@ -128,7 +128,7 @@ class PhaseCardContext(SlottedCard):
     unreachable: str = ""
     tree: str
     evidence_lines: list[str] = []  # each an escaped inline-code line; `render_phase_card` shows what fits
-    queue_line: str = ""  # a waiting run's queue position: below the tree when it fits with the evidence
+    queue_line: str = ""  # queue position or ETA (`queue_line`): shown when it fits with the evidence
     evidence_total: int = 0  # how many evidence lines there are in all (the rest are in *Details*)
     handoff: str
     notes: list[str] = []
@@ -251,6 +251,8 @@ def phase_tree_text(d: Diagnosis) -> str:
     if d.progress_summary:
         loss = f" · loss `{spark}`" if spark else ""
         lines.append(f"*Progress:* {escape(d.progress_summary, 300)}{loss}")
+    if d.eta is not None:
+        lines.append(f"*ETA:* {escape(eta_text(d.eta), 300)}")
     if d.queue_position is not None:
         lines.append(f"*Queue:* {escape(queue_position_text(d.queue_position), 400)}")
     return _fit_lines(lines, MAX_SECTION_TEXT)
@@ -325,7 +327,10 @@ def condensed_tree(d: Diagnosis, verdict: str | None = None) -> str:
 
 
 def queue_line(d: Diagnosis) -> str:
-    """The first screen's queue position (the GPUs ahead and the start time are in *Details*)."""
+    """The first screen's outlook: the queue position (the GPUs ahead and the start time are in
+    *Details*), or a computed ETA (why there is none is in *Details* only)."""
+    if d.eta is not None and d.eta.expected_end is not None:
+        return f"*ETA:* {escape(eta_text(d.eta), 200)}"
     if (qp := d.queue_position) is None:
         return ""
     more = "" if qp.unavailable else " · more in *Details*"

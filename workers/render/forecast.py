@@ -7,6 +7,9 @@ Only what the facts prove is said: a missing number is left out, a failed read i
 
 from __future__ import annotations
 
+from datetime import UTC
+
+from workers.diagnosis.eta import Eta
 from workers.diagnosis.queue_position import QueuePosition
 
 
@@ -40,4 +43,34 @@ def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
     return "; ".join(parts)
 
 
-__all__ = ["ordinal", "queue_position_text"]
+DURATION_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+
+
+def duration_text(seconds: float) -> str:
+    """The two largest units: `45 s`, `4 min 36 s`, `3 h 5 min`, `173 d 12 h`."""
+    left, parts = max(int(round(seconds)), 0), []
+    for unit, size in DURATION_UNITS:
+        count, left = divmod(left, size)
+        if count or (unit == "s" and not parts):
+            parts.append(f"{count} {unit}")
+    return " ".join(parts[:2])
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
+
+
+def eta_text(eta: Eta) -> str:
+    """`ends about 2026-11-30 14:32 UTC (in 3 h 05 min): step 2,990 of 10,000 at 0.63 steps/s over
+    the last 10 min`, or `none: …` (no total, no rate, not progressing: not a failed read)."""
+    if eta.unavailable or eta.expected_end is None or eta.remaining_seconds is None:
+        return f"none: {eta.unavailable or 'not computed'}"
+    rate = eta.steps_per_second or 0.0
+    rate_text = f"{rate:.2f} steps/s" if rate >= 0.1 else f"{rate * 3600:,.0f} steps/h"
+    end = eta.expected_end.astimezone(UTC)
+    return (f"ends about {end:%Y-%m-%d %H:%M} UTC (in {duration_text(eta.remaining_seconds)}): "
+            f"step {_count(eta.step or 0)} of {_count(eta.total or 0)} at {rate_text} over the last "
+            f"{duration_text(eta.window_seconds or 0)}")
+
+
+__all__ = ["duration_text", "eta_text", "ordinal", "queue_position_text"]

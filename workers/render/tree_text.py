@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workers.diagnosis.models import Diagnosis, PhaseState
-from workers.render.forecast import queue_position_text
+from workers.render.forecast import eta_text, queue_position_text
 
 SYMBOLS: dict[PhaseState, str] = {
     PhaseState.DONE: "✔",
@@ -34,6 +34,8 @@ def render_text(d: Diagnosis) -> str:
         lines.append(f"  {SYMBOLS[c.state]} {c.name.ljust(width)}  {c.state.value:<8} {c.summary}{marker}")
     if d.progress_summary:
         lines.append(f"  progress: {d.progress_summary}")
+    if d.eta is not None:
+        lines.append(f"  eta: {eta_text(d.eta)}")
     if d.queue_position is not None:
         lines.append(f"  queue: {queue_position_text(d.queue_position)}")
     lines.append("")

@@ -56,6 +56,10 @@ class Surface(Protocol):
                title: str) -> Sent | Failed:
         """A text file in the channel (or thread): the full tail of a log."""
 
+    def upload_image(self, channel: str, thread_ts: str | None, filename: str, data: bytes,
+                     title: str) -> str | Failed:
+        """A PNG in the thread (a chart); returns where it can be seen (its permalink, a path)."""
+
     def open_dm(self, user: str) -> str | Failed: ...
 
     def user_by_email(self, email: str) -> dict[str, Any] | Failed: ...

@@ -145,6 +145,19 @@ class SlackSurface:
         SLACK_CALLS.labels("files.upload", "ok").inc()
         return Sent(channel=channel, ts=thread_ts or "")
 
+    def upload_image(self, channel: str, thread_ts: str | None, filename: str, data: bytes,
+                     title: str) -> str | Failed:
+        """files_upload_v2 of PNG bytes; the file's permalink (or its name when Slack gave none)."""
+        try:
+            answer = self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, filename=filename,
+                                                 content=data, title=title)
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, CANNOT_POST, "files.upload")
+        SLACK_CALLS.labels("files.upload", "ok").inc()
+        files = answer.get("files") or [answer.get("file") or {}]
+        link = str((files[0] or {}).get("permalink") or "")
+        return link if _PERMALINK.match(link) else filename
+
     def open_dm(self, user: str) -> str | Failed:
         try:
             return str(self.client.conversations_open(users=user)["channel"]["id"])

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from workers.render.text import blocks_to_text, mrkdwn_to_text
@@ -36,8 +38,10 @@ class PressableButton:
 class TerminalSurface:
     """Prints through ``write``; keeps every message so updates and presses find them."""
 
-    def __init__(self, write: Callable[[str], None], *, blocks_json: bool = False, user: str = "") -> None:
+    def __init__(self, write: Callable[[str], None], *, blocks_json: bool = False, user: str = "",
+                 files_dir: Path | None = None) -> None:
         self.write = write
+        self.files_dir = files_dir or Path(tempfile.gettempdir()) / "taubot-charts"  # charts land here
         self.blocks_json = blocks_json
         self.user = user
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
@@ -115,6 +119,19 @@ class TerminalSurface:
         indent = "    " if thread_ts else ""
         self.write(f"{indent}📎 {filename} ({lines} lines) — {title}\n")
         return Sent(channel=channel, ts=thread_ts or "")
+
+    def upload_image(self, channel: str, thread_ts: str | None, filename: str, data: bytes,
+                     title: str) -> str | Failed:
+        """A terminal shows no pictures: the PNG is written to ``files_dir`` and its path printed."""
+        self.files_dir.mkdir(parents=True, exist_ok=True)
+        path = self.files_dir / filename
+        try:
+            path.write_bytes(data)
+        except OSError as exc:
+            return Failed(kind="error", error=f"cannot write {path}: {exc.strerror or exc}")
+        indent = "    " if thread_ts else ""
+        self.write(f"{indent}🖼 {title}: {path}\n")
+        return str(path)
 
     def open_dm(self, user: str) -> str | Failed:
         return f"D{user[1:]}"

@@ -1,0 +1,42 @@
+"""`/tau status` of a training run posts its loss curve as a PNG in the card's thread (files
+upload v2 through the fake Slack: getUploadURLExternal, the upload POST, completeUploadExternal)."""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image
+
+from tests.fakes.kube_api import KubeEmulator
+
+from .conftest import CHANNEL, SlackApp, example_objects
+from .test_cards import card_text
+from .test_end_to_end import cluster, parent_and_card
+
+
+def seed_training_logs(emu: KubeEmulator, objects: list[dict], run: str = "resnet-sweep-3") -> None:
+    """The run's pods log HF Trainer dicts (transformers 4.46 ProgressCallback.on_log) from 10:20 to
+    10:28, a minute apart, the loss falling from 2.0 to 1.2."""
+    for pod in [o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"].startswith(f"{run}-")]:
+        container = pod["spec"]["containers"][0]["name"]
+        emu.pod_logs[(pod["metadata"]["namespace"], pod["metadata"]["name"], container)] = "".join(
+            f"2026-11-30T10:{20 + i}:00.000000000Z {{'loss': {2 - i / 10}, 'grad_norm': 1.2, "
+            f"'learning_rate': 4e-05, 'epoch': {i / 10}}}\n" for i in range(9))
+
+
+def test_status_attaches_the_loss_curve_in_the_thread(slack_app: SlackApp) -> None:
+    objects = example_objects("l7-job-running-healthy")
+    with cluster(slack_app, objects) as emu:
+        seed_training_logs(emu, objects)
+        status, _, _ = slack_app.command("status resnet-sweep-3")
+        assert status == 200
+        slack_app.work()
+        parent, card = parent_and_card(slack_app)
+    [png] = slack_app.fake.files()
+    assert (png["filename"], png["channel"], png["thread_ts"]) == ("resnet-sweep-3-loss.png", CHANNEL,
+                                                                  parent["ts"])
+    assert png["title"] == "resnet-sweep-3: loss curve"
+    image = Image.open(io.BytesIO(png["content"]))
+    image.load()
+    assert image.size == (900, 450)
+    assert "📈 loss curve: resnet-sweep-3-loss.png (PNG, in this thread)" in card_text(card["blocks"])

@@ -1,0 +1,53 @@
+"""The status's pictures: PNGs that decode, at a size Slack previews legibly, None when no curve."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from PIL import Image
+
+from tests.diagnosis.test_progress import EXAMPLES, at
+from workers.render.charts import gpu_strip, loss_chart
+
+
+def decoded(png: bytes | None) -> Image.Image:
+    assert png is not None
+    image = Image.open(io.BytesIO(png))
+    image.load()  # decodes every byte: a truncated PNG fails here
+    return image
+
+
+def test_loss_curve_decodes_at_preview_size() -> None:
+    image = decoded(loss_chart([(10.0 * i, 2.5 - i / 50) for i in range(60)], "resnet-sweep-3"))
+    assert image.format == "PNG" and image.size == (900, 450)
+
+
+def test_a_single_point_or_only_nan_is_no_curve() -> None:
+    assert loss_chart([(1.0, 2.0)], "r") is None
+    assert loss_chart([(1.0, float("nan")), (2.0, float("inf"))], "r") is None
+
+
+def test_gpu_strip_draws_blank_gpus_as_no_data() -> None:
+    strip = gpu_strip({"gpu-node-0/0": 97.0, "gpu-node-0/1": None, "gpu-node-1/0": 0.0}, "r")
+    assert decoded(strip).size == (900, 450)
+    assert gpu_strip({}, "r") is None
+
+
+def test_cli_writes_the_loss_curve_and_prints_its_path(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"{at(10 - i)} step={200 * i} loss={2 - i / 10}\n" for i in range(1, 7)))
+    done = subprocess.run([sys.executable, "-m", "workers.cli", "diagnose", "resnet-sweep-3", "--from-file",
+                           str(EXAMPLES / "l7-job-running-healthy.json"), "--logs", str(log), "--now",
+                           "2026-11-30T10:30:00Z", "--format", "json", "--charts", str(tmp_path / "charts")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "charts" / "resnet-sweep-3-loss.png"
+    assert f"# loss curve: {path}" in done.stderr
+    assert decoded(path.read_bytes()).size == (900, 450)
+    doc = json.loads(done.stdout)
+    assert doc["charts"]["loss"][0] == {"step": 200.0, "loss": 1.9}
+    assert doc["eta"]["unavailable"] == "the log states no total step count"

@@ -1,0 +1,89 @@
+"""The pictures of a status: the loss curve and the per-GPU utilisation strip, as PNG bytes.
+
+Drawn with matplotlib's Agg backend (no display, no GUI toolkit) at 900×450 px with 13–15 pt
+text, so Slack's preview (about 360 px wide in a thread) still reads; axes are labelled and
+units named. matplotlib is imported only when a chart is drawn: a status without one, and the
+card renderer, never load it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+
+WIDTH_IN, HEIGHT_IN, DPI = 9.0, 4.5, 100
+MIN_POINTS = 2
+
+
+def _pyplot():  # noqa: ANN202 - matplotlib.pyplot, loaded on first use
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 13, "axes.titlesize": 15, "axes.labelsize": 14})
+    return plt
+
+
+def _png(fig) -> bytes:  # noqa: ANN001 - a matplotlib Figure
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    fig.clf()
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def loss_chart(curve: Sequence[tuple[float | None, float]], run: str) -> bytes | None:
+    """The loss against the training step (or the progress line's order when the lines give no
+    step); None with fewer than two finite points — a single point is no curve."""
+    points = [(s, loss) for s, loss in curve if _finite(loss)]
+    if len(points) < MIN_POINTS:
+        return None
+    by_step = all(s is not None for s, _ in points)
+    xs = [s if by_step else i + 1 for i, (s, _) in enumerate(points)]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
+    ax.plot(xs, [loss for _, loss in points], color="#1f77b4", linewidth=2,
+            marker="o" if len(xs) < 40 else None)
+    ax.set_title(f"{run}: training loss")
+    ax.set_xlabel("training step" if by_step else "progress line (the log gives no step)")
+    ax.set_ylabel("loss (as logged, unitless)")
+    ax.grid(True, alpha=0.3)
+    return _png(fig)
+
+
+def gpu_strip(utilization: Mapping[str, float | None], run: str) -> bytes | None:
+    """One bar per GPU (its utilisation in %, DCGM_FI_DEV_GPU_UTIL at the scrape); a GPU that
+    reported no value is drawn hatched as `no data`, never as 0 %. None without GPUs."""
+    if not utilization:
+        return None
+    names = list(utilization)
+    values = [utilization[n] for n in names]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
+    heights = [v if _finite(v) else 100.0 for v in values]
+    colors = ["#2ca02c" if _finite(v) and v >= 50 else "#ff7f0e" if _finite(v) else "none" for v in values]
+    bars = ax.bar(range(len(names)), heights, color=colors, edgecolor="#444444")
+    for bar, v in zip(bars, values, strict=True):
+        if not _finite(v):
+            bar.set_hatch("//")
+            ax.annotate("no data", (bar.get_x() + bar.get_width() / 2, 50), ha="center", rotation=90)
+    ax.set_ylim(0, 100)
+    ax.set_title(f"{run}: GPU utilisation per GPU (dcgm-exporter)")
+    ax.set_ylabel("utilisation (%)")
+    ax.set_xlabel("GPU (node/gpu)")
+    many = len(names) > 4
+    ax.set_xticks(range(len(names)), names if len(names) <= 16 else [str(i) for i in range(len(names))],
+                  rotation=45 if many else 0, ha="right" if many else "center", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    return _png(fig)
+
+
+__all__ = ["gpu_strip", "loss_chart"]
