@@ -122,3 +122,23 @@ async def test_durable_evidence_from_mlflow_after_the_users_access_review(tmp_pa
                                          workspace="vision", mlflow_token="mlflow-secret")
             assert mlflow.requests == []  # no read with the bot's token for a user who may not read the run
             assert "permission denied" in denied.diagnosis.phase("Submitted").summary
+
+
+
+async def test_a_secret_in_the_crash_line_never_reaches_the_evidence(tmp_path: Path) -> None:
+    """The collector redacts log lines before the engine quotes the crash line as evidence (cards,
+    Details and handoffs show it). The traceback's last line is SQLAlchemy's OperationalError
+    wording quoting psycopg2's DSN, as a failed connection prints it."""
+    objects, pod = running_job()
+    stamp = (NOW - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S.000000000Z ")
+    crash = [trainer_log(3, 3), stamp + "Traceback (most recent call last):\n",
+             stamp + '  File "/app/train.py", line 88, in <module>\n',
+             stamp + "sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) connection to server "
+             "failed for postgresql://trainer:hunter2s3cret@db.internal:5432/runs\n"]
+    async with KubeEmulator([*workspace_objects(), *objects]) as emu:
+        emu.pod_logs[(k8s.NS, pod["metadata"]["name"], pod["spec"]["containers"][0]["name"])] = "".join(crash)
+        d = (await live(emu, tmp_path, "llama-ft-7b")).diagnosis
+    progress = d.phase("Runtime progress")
+    assert progress.reason == "progress.crashed"
+    told = " ".join([progress.summary, *progress.evidence, *d.evidence])
+    assert "OperationalError" in told and "hunter2s3cret" not in told

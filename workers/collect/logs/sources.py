@@ -38,6 +38,7 @@ from workers.diagnosis.progress import strip_ansi
 from workers.diagnosis.timeutil import parse_time
 from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
+from workers.redaction import redact
 from workers.workspaces import KustoLogs, Registry, ResolutionFailure
 
 from .kusto import KustoRefused, query_logs
@@ -329,7 +330,9 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
         done = await _from_kusto(result, kusto, objs.run, main_pods, access, tail, now, timeout)
     if not done:
         return LogEvidence(unavailable="; ".join(result.unavailable) or "no log source answered")
-    return LogEvidence(lines=[(line.time, line.text) for line in result.lines], source=result.source)
+    # Secrets are redacted here, before the engine sees a line: a crash line it quotes as evidence
+    # reaches cards, Details and handoffs (controls and `\r` redraws stay: the parser reads them).
+    return LogEvidence(lines=[(line.time, redact(line.text)) for line in result.lines], source=result.source)
 
 
 async def logs_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
