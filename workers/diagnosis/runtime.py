@@ -33,6 +33,10 @@ HANG = Finding(reason="progress.hang", owner="researcher", transient=False,
 CRASH = Finding(reason="progress.crashed", owner="researcher", transient=False,
                 next_action="The process crashed (see the last lines in `/tau logs <run>`): fix the cause, "
                 "then resume from the last checkpoint or resubmit.")
+FAILED_SILENT = Finding(reason="progress.failed_silent", owner="researcher", transient=False,
+                        next_action="The run failed but its log's last lines show no error: the failure's "
+                        "evidence is elsewhere (the exit code, the RayJob's message); read the whole log "
+                        "(`/tau logs <run>`), fix the cause and resubmit.")
 PROGRESSING = Finding(reason="progress.ok", owner="researcher", transient=None,
                       next_action="The run is making progress; nothing to do.")
 UNREAD = Finding(reason="progress.unread", owner="researcher", transient=None,
@@ -74,6 +78,20 @@ def _pods_running(ctx: RunContext) -> bool:
                                           for p in ctx.objs.pods)
 
 
+def _failure_elsewhere(ctx: RunContext) -> list[str]:
+    """A failed run's evidence outside its log: the RayJob's message, the containers' exit codes."""
+    found = []
+    message = ctx.status.get("message") if ctx.objs.kind == "RayJob" else None
+    if isinstance(message, str) and message.strip():
+        found.append(f"RayJob: {clip(message, 200)}")
+    for pod in ctx.objs.pods:
+        for c in containers(pod, init=False):
+            term = c.terminated or c.last_terminated or {}
+            if term.get("exitCode") not in (None, 0):
+                found.append(f"{c.name} exited {term.get('exitCode')} ({term.get('reason') or 'Error'})")
+    return found[:3]
+
+
 def progress_text(p: Progress) -> str:
     parts = []
     if p.last_step is not None:
@@ -113,10 +131,13 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
         evidence.append(f"{p.found.signature}: {clip(p.found.line, 300)}")
         return result(RUNTIME, LAYER, PhaseState.WARNING, f"{p.found.summary}{at}{last}", finding,
                       evidence), p
-    if verdict == "failed":
-        return result(RUNTIME, LAYER, PhaseState.SKIPPED,
-                      "the run ended (failed) without a crash signature in the log"
-                      + (f"; last progress: {facts}" if facts else ""), UNREAD, evidence), p
+    if verdict == "failed":  # a log that was read is never skipped (SPEC §11)
+        elsewhere = _failure_elsewhere(ctx)
+        return result(RUNTIME, LAYER, PhaseState.WARNING,
+                      "the run failed; its last lines show no error"
+                      + (f" ({elsewhere[0]})" if elsewhere else "")
+                      + (f"; last progress: {facts}" if facts else ""), FAILED_SILENT,
+                      evidence + elsewhere), p
     now = ctx.now
     running = _pods_running(ctx) or ctx.objs.kind == "RayJob"
     if p.recognised:
