@@ -29,6 +29,7 @@ from typing import Any
 
 from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
 from workers.collect.experiments import MlflowAuth, experiment_record
+from workers.collect.logs.seen import SeenStore, remember
 from workers.collect.logs.sources import log_evidence
 from workers.collect.queue import QueueRead, position_from, read_queue
 from workers.collect.report import RunReport
@@ -349,7 +350,7 @@ async def read_nodes(reader: KubeReader, objs: RunObjects) -> tuple[list[dict], 
 
 async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: RunObjects, now: datetime, *,
                           timeout: float, mlflow_token: str | None,
-                          mlflow_auth: MlflowAuth | None = None
+                          mlflow_auth: MlflowAuth | None = None, seen: SeenStore | None = None
                           ) -> tuple[LogEvidence | None, ExperimentEvidence | None]:
     """The log (one bounded read) once the run's main process has started, and the experiment
     record when the workspace names a store — the latter read with the bot's token, so only after
@@ -357,7 +358,13 @@ async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: Run
     if objs.run is None or not main_started(RunContext(objs=objs, now=now)):
         return None, None
     kusto = ws.spec.logs.kusto if ws.spec.logs else None
-    logs_call = log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout)
+    uid = (objs.run.get("metadata") or {}).get("uid")
+
+    async def logs_read() -> LogEvidence:
+        read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout)
+        return remember(seen, uid, read, now)
+
+    logs_call = logs_read()
     store = ws.spec.experiments
     if store is None:
         return await logs_call, None
@@ -391,7 +398,7 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
                       timeout: float = 10.0, profile: bool = False, layer7: bool = True,
                       stall_seconds: int = DEFAULT_STALL_SECONDS,
                       mlflow_token: str | None = None, mlflow_auth: MlflowAuth | None = None,
-                      nodes_health: bool = True,
+                      nodes_health: bool = True, seen: SeenStore | None = None,
                       exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> RunReport:
     """Collect under `identity` in the resolved workspace, evaluate; layers 1–2 first.
 
@@ -416,8 +423,8 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
             none: tuple[Any, Any] = (None, None)
             nodes_call = read_nodes(reader, objs) if nodes_health and objs.pods else _value(none)
             evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout,
-                                            mlflow_token=mlflow_token, mlflow_auth=mlflow_auth
-                                            ) if layer7 else _value(none)
+                                            mlflow_token=mlflow_token, mlflow_auth=mlflow_auth,
+                                            seen=seen) if layer7 else _value(none)
             return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
         async def queue(run_obj: dict) -> QueueRead:

@@ -115,6 +115,9 @@ class LogEvidence(BaseModel):
     lines: list[tuple[str | None, str]] = Field(default_factory=list)
     unavailable: str | None = None
     source: str | None = None
+    unchanged_since: datetime | None = Field(default=None, description=(
+        "An untimed source (Ray's Jobs API): since when this log's tail has been the same, as "
+        "remembered across reads (SPEC §11); None when no earlier read is known"))
 
 
 class ExperimentEvidence(BaseModel):

@@ -141,7 +141,7 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
     now = ctx.now
     running = _pods_running(ctx) or ctx.objs.kind == "RayJob"
     if p.recognised:
-        since = p.last_progress_at
+        since = p.last_progress_at or logs.unchanged_since  # untimed: the tail's first sighting
         if since is not None and running and (now - since).total_seconds() > stall_seconds:
             return result(RUNTIME, LAYER, PhaseState.WARNING,
                           f"no progress since {stamp(since)} ({facts}), over {stall_seconds // 60} min",
@@ -150,7 +150,7 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
             facts = f"{facts}; time of the last progress line unknown" if facts else \
                 "time of the last progress line unknown"
         return result(RUNTIME, LAYER, PhaseState.ACTIVE, facts or "progressing", PROGRESSING, evidence), p
-    last = p.last_line_at or (_started_at(ctx) if p.lines == 0 else None)
+    last = p.last_line_at or logs.unchanged_since or (_started_at(ctx) if p.lines == 0 else None)
     if last is not None and running and (now - last).total_seconds() > stall_seconds:
         what = "no new log line" if p.lines else "no log output"
         return result(RUNTIME, LAYER, PhaseState.WARNING,

@@ -159,7 +159,8 @@ async def diagnose_for_card(services: Services, request: StatusRequest, now: dat
     settings = services.settings
     mlflow = MlflowAuth.from_settings(settings)
     resolution = services.registry.resolve(workspace=command.workspace, channel=request.channel)
-    live_call = investigate(resolution, kube=services.kube, run=command.run, identity=request.identity,
+    live_call = investigate(resolution, kube=services.kube, seen=services.redis, run=command.run,
+                            identity=request.identity,
                             now=now, workspace=command.workspace,
                             timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
                             stall_seconds=settings.progress_stall_minutes * 60, mlflow_auth=mlflow,
