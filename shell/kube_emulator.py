@@ -150,6 +150,7 @@ SUPPORTED_FIELDS: dict[tuple[str, str], frozenset[str]] = {
 }
 
 DEFAULT_WATCH_TIMEOUT = 5.0
+DEFAULT_BOOKMARK_INTERVAL = 60.0
 # kube-apiserver compresses an answer of at least this size for a client that accepts gzip
 # (k8s.io/apiserver pkg/endpoints/handlers/responsewriters: defaultGzipThresholdBytes).
 GZIP_THRESHOLD_BYTES = 128 * 1024
@@ -476,8 +477,12 @@ class KubeEmulator:
         pod_logs: Mapping[tuple[str, str, str | None], str] | None = None,
         watch_timeout: float = DEFAULT_WATCH_TIMEOUT,
         ssl_context: ssl.SSLContext | None = None,
+        bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
     ) -> None:
         self.latency = latency
+        # With `allowWatchBookmarks=true`, a quiet WATCH gets a BOOKMARK (only a resourceVersion)
+        # this often; kube-apiserver sends one about every minute (and at the stream's end).
+        self.bookmark_interval = bookmark_interval
         self.ssl_context = ssl_context  # serve https (a benchmark's "TLS with a named CA")
         self.watch_timeout = watch_timeout
         self.pod_logs: dict[tuple[str, str, str | None], str] = dict(pod_logs or {})
@@ -1109,6 +1114,16 @@ class KubeEmulator:
             return response
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        bookmarks = request.query.get("allowWatchBookmarks", "").lower() in ("true", "1")
+        seen_rv = snapshot_rv  # every change up to here was sent or filtered: a bookmark may say so
+        next_bookmark = loop.time() + self.bookmark_interval
+
+        async def bookmark() -> None:
+            # kube-apiserver's BOOKMARK: the kind's apiVersion/kind and only metadata.resourceVersion.
+            mark = {"kind": _kind_for(target.plural),
+                    "apiVersion": f"{target.group}/{target.version}" if target.group else target.version,
+                    "metadata": {"resourceVersion": str(seen_rv)}}
+            await response.write(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
 
         async def send(change: _Change) -> None:
             event = self._watch_event(change, target, label_selector, fields)
@@ -1119,14 +1134,20 @@ class KubeEmulator:
             for change in initial:
                 await send(change)
             while (remaining := deadline - loop.time()) > 0:
+                wait = min(remaining, next_bookmark - loop.time()) if bookmarks else remaining
                 try:
-                    change = await asyncio.wait_for(watcher.queue.get(), remaining)
+                    change = await asyncio.wait_for(watcher.queue.get(), max(wait, 0.0))
                 except TimeoutError:
+                    if bookmarks and loop.time() >= next_bookmark:
+                        await bookmark()
+                        next_bookmark = loop.time() + self.bookmark_interval
+                        continue
                     break
                 if change is None:
                     break
                 if change.rv > snapshot_rv:  # older ones were in `initial`
                     await send(change)
+                    seen_rv = max(seen_rv, change.rv)
         except ConnectionResetError:
             pass  # the client went away; nothing left to tell it
         finally:

@@ -68,6 +68,8 @@ def test_slack_manifest_contract() -> None:
         "im:write",
         "files:write",  # /tau logs attaches the tail (files_upload_v2)
         "files:read",  # /tau validate <file link> (files.info + url_private_download)
+        "channels:history",  # the monitor's reconciliation after a crash mid-post
+        "groups:history",
     }
 
 

@@ -56,6 +56,19 @@ TICK_LAG = Histogram("taubot_watch_tick_lag_seconds", "How late a watch tick sta
 CARD_WRITES = Counter("taubot_card_writes_total", "Card posts and edits, by outcome", ["outcome"])
 ESCALATIONS = Counter("taubot_escalations_total", "Escalate presses handled, by outcome", ["outcome"])
 AUTO_POSTS = Counter("taubot_auto_posts_total", "Stall-monitor posts, by kind", ["kind"])
+MONITOR_STREAMS = Gauge("taubot_monitor_streams", "LIST+WATCH streams the monitor runs",
+                        multiprocess_mode="livemax")
+MONITOR_STREAM_REQUESTS = Counter("taubot_monitor_stream_requests_total",
+                                  "LISTs and WATCHes the monitor's cache started, by verb and resource",
+                                  ["verb", "resource"])
+MONITOR_STREAM_FAILURES = Counter("taubot_monitor_stream_failures_total",
+                                  "Monitor streams ended abnormally (restarted with backoff), by resource",
+                                  ["resource"])
+MONITOR_RUN_ERRORS = Counter("taubot_monitor_run_errors_total",
+                             "Runs whose judging or posting failed in a sweep (isolated; the sweep went on)",
+                             ["stage"])
+MONITOR_REDIS_DOWN = Counter("taubot_monitor_redis_unreachable_total",
+                             "Monitor loops that found Redis unreachable (nothing posted; retried in 2 s)")
 STALLED = Gauge("taubot_stalled_runs", "Runs the monitor sees stalled, by layer", ["layer"],
                 multiprocess_mode="livemax")
 
@@ -121,5 +134,6 @@ def scrape(extra: list[Any] | None = None) -> tuple[bytes, str]:
 
 
 __all__ = ["ACK_SECONDS", "AUTO_POSTS", "CARD_WRITES", "COMMANDS", "ESCALATIONS", "JOBS", "JOB_SECONDS",
-           "KUBE_REQUESTS", "PRESSES", "SLACK_CALLS", "SLACK_RATELIMITED", "STALLED", "TICK_LAG",
-           "ActiveWatches", "counted", "scrape", "timed_job"]
+           "KUBE_REQUESTS", "MONITOR_REDIS_DOWN", "MONITOR_RUN_ERRORS", "MONITOR_STREAMS",
+           "MONITOR_STREAM_FAILURES", "MONITOR_STREAM_REQUESTS", "PRESSES", "SLACK_CALLS",
+           "SLACK_RATELIMITED", "STALLED", "TICK_LAG", "ActiveWatches", "counted", "scrape", "timed_job"]

@@ -160,16 +160,18 @@ class CardStore:
     def _save(self, card: PostedCard) -> None:
         self.conn.set(card_key(card.channel, card.ts), card.model_dump_json(), ex=self.ttl)
 
-    def post(self, channel: str, context: BaseModel, *, thread_ts: str | None = None) -> PostedCard | Failed:
+    def post(self, channel: str, context: BaseModel, *, thread_ts: str | None = None,
+             metadata: dict[str, Any] | None = None) -> PostedCard | Failed:
         """Post a new card and remember it; a failure to post is the caller's outcome to handle.
-        A phase card with details gets its *Details* button here (see the module docstring)."""
+        A phase card with details gets its *Details* button here (see the module docstring);
+        ``metadata`` is Slack message metadata (the monitor's auto-posts carry theirs)."""
         details_id = None
         if (isinstance(context, PhaseCardContext) and context.details is not None
                 and context.details_button is None):
             button, details_id = details_button(self.key)
             context = context.model_copy(update={"details_button": button})
         card = render(context)
-        sent = self.surface.post(channel, card.text, card.blocks, thread_ts=thread_ts)
+        sent = self.surface.post(channel, card.text, card.blocks, thread_ts=thread_ts, metadata=metadata)
         if isinstance(sent, Failed):
             return sent
         if details_id is not None:

@@ -190,9 +190,14 @@ class Settings(BaseSettings):
     stall_image_pull_minutes: int = Field(default=5, ge=0)
     stall_crash_minutes: int = Field(default=5, ge=0)
     stall_not_ready_minutes: int = Field(default=15, ge=0)
-    monitor_interval_seconds: int = Field(default=60, ge=5)
+    monitor_interval_seconds: float = Field(default=60, ge=1)
     monitor_log_reads_per_sweep: int = Field(default=20, ge=0)
-    monitor_lease_seconds: int = Field(default=30, ge=5)
+    monitor_lease_seconds: float = Field(default=30, ge=2)
+    monitor_cluster_wide: bool = Field(
+        default=False, description="One cluster-wide WATCH per kind instead of one per namespace "
+        "and kind; only when the monitor's RBAC may watch cluster-wide (chart: rbac.monitor.clusterWide).")
+    monitor_watch_idle_seconds: float = Field(
+        default=300, ge=1, description="A WATCH silent this long (no event, no bookmark) is restarted.")
     mute_hours: int = Field(default=24, gt=0)
     metrics_port: int = Field(default=9100, ge=0, le=65535,
                               description="/healthz, /readyz, /metrics of worker and monitor; 0: off")

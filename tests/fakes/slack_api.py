@@ -109,6 +109,7 @@ class FakeSlack:
         bot_id: str = "B0TAUBOT",
         response_url_max_uses: int = 5,
         host: str = "127.0.0.1",
+        ts_clock: Callable[[], float] | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._profiles: dict[str, dict[str, Any]] = {
@@ -134,6 +135,13 @@ class FakeSlack:
         self._ts_seq = 99
         self._view_seq = 0
         self._is_down = False
+        # With ``ts_clock``, message ts seconds come from it (Slack's ts are epoch times): a caller
+        # that reads `conversations.history` with ``oldest`` from its own clock then finds them.
+        self._ts_clock = ts_clock
+        self._hang: dict[str, str] = {}  # method → "before" / "after": the next call is held
+        self.hung = threading.Event()  # set while a call is held
+        self._hang_release: asyncio.Event | None = None
+        self._delay: dict[str, float] = {}  # method → seconds every call waits before its answer
         self._changed = threading.Condition(self._lock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -155,6 +163,7 @@ class FakeSlack:
             "files.getUploadURLExternal": self._files_get_upload_url,
             "files.completeUploadExternal": self._files_complete_upload,
             "files.info": self._files_info,
+            "conversations.history": self._conversations_history,
         }
         self._files: dict[str, dict[str, Any]] = {}
         self._downloads: list[str] = []
@@ -320,6 +329,43 @@ class FakeSlack:
                 _Fault("ratelimit", retry_after=retry_after) for _ in range(times)
             )
 
+    def wait_until(self, condition: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:
+        """Block until ``condition()`` holds, re-checked at each call the fake receives (it may use
+        the accessors: it runs without the lock, so a call landing meanwhile costs 0.2 s at most)."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"fake Slack: {what or 'condition'} not met within {timeout}s")
+            with self._changed:
+                self._changed.wait(min(remaining, 0.2))
+
+    def hang_next(self, method: str, *, after: bool = False) -> None:
+        """Hold the next call of ``method`` until `release_hang()`: before it is handled (it is
+        then dropped unanswered: nothing happened at Slack) or, with ``after``, once handled (the
+        message exists, the answer comes only on release). ``hung`` is set while it is held: a
+        test kills the caller there."""
+        with self._lock:
+            self._hang[method] = "after" if after else "before"
+            self.hung.clear()
+
+    def release_hang(self) -> None:
+        """Let a held call go on (its caller may be long dead)."""
+        loop, release = self._loop, self._hang_release
+        if loop is not None and release is not None:
+            loop.call_soon_threadsafe(release.set)
+
+    def delay(self, method: str, seconds: float) -> None:
+        """Every call of ``method`` is answered ``seconds`` late (a slow Slack); 0 ends it."""
+        with self._lock:
+            self._delay[method] = seconds
+
+    async def _held(self) -> None:
+        if self._hang_release is None:
+            self._hang_release = asyncio.Event()
+        self.hung.set()
+        await self._hang_release.wait()
+
     def down(self) -> None:
         """Simulate Slack unreachable: stop listening (connection refused) and drop
         open keep-alive connections, so pooled clients fail too."""
@@ -426,6 +472,16 @@ class FakeSlack:
         headers = dict(request.headers)
         status, body, extra_headers = 200, {}, {}
         with self._lock:
+            hang = self._hang.pop(method, None)
+            delay = self._delay.get(method, 0.0)
+        if delay:
+            await asyncio.sleep(delay)
+        if hang == "before":
+            await self._held()
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=503)
+        with self._lock:
             fault = self._faults[method].popleft() if self._faults.get(method) else None
             token_error = self._token_error(request, params)
             if token_error:
@@ -441,6 +497,8 @@ class FakeSlack:
                 body = self._handlers[method](params)
             self._calls.append(SlackCall(method, params, headers, status, body))
             self._changed.notify_all()
+        if hang == "after":
+            await self._held()
         return web.json_response(body, status=status, headers=extra_headers)
 
     async def _handle_response_url(self, request: web.Request) -> web.Response:
@@ -566,7 +624,8 @@ class FakeSlack:
 
     def _next_ts(self) -> str:
         self._ts_seq += 1
-        return f"{self._ts_second}.{self._ts_seq:06d}"
+        second = int(self._ts_clock()) if self._ts_clock is not None else self._ts_second
+        return f"{second}.{self._ts_seq:06d}"
 
     def _new_message(self, channel: str, ts: str, params: dict[str, Any]) -> dict[str, Any]:
         msg: dict[str, Any] = {
@@ -647,6 +706,27 @@ class FakeSlack:
         msg["edited"] = {"user": self.bot_user_id, "ts": self._next_ts()}
         public = {k: v for k, v in msg.items() if k not in ("channel", "ts")}
         return {"ok": True, "channel": channel, "ts": ts, "text": msg["text"], "message": public}
+
+    def _conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages of a channel, newest first, from ``oldest`` on; ``metadata`` only
+        with ``include_all_metadata`` (docs.slack.dev/reference/methods/conversations.history);
+        ``limit`` per page with ``response_metadata.next_cursor`` (an offset here)."""
+        channel = str(params.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        oldest = float(params.get("oldest") or 0)
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("true", "1")
+        top = [m for (ch, ts), m in self._messages.items()
+               if ch == channel and float(ts) >= oldest and m.get("thread_ts") in (None, ts)]
+        top.sort(key=lambda m: float(m["ts"]), reverse=True)
+        start = int(params.get("cursor") or 0)
+        limit = int(params.get("limit") or 100)
+        page = top[start:start + limit]
+        shown = [{k: v for k, v in m.items() if k != "channel" and (with_metadata or k != "metadata")}
+                 for m in page]
+        more = start + limit < len(top)
+        return {"ok": True, "messages": json.loads(json.dumps(shown)), "has_more": more,
+                "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
 
     def _chat_post_ephemeral(self, params: dict[str, Any]) -> dict[str, Any]:
         if not params.get("channel"):
@@ -875,6 +955,7 @@ def running_fake_slack(
     token: str | None = None,
     team_domain: str = "taugrid",
     bot_user_id: str = "U0TAUBOT",
+    ts_clock: Callable[[], float] | None = None,
 ) -> Iterator[FakeSlack]:
     """Run a fake Slack for the block; yields it started, with ``base_url`` set.
 
@@ -888,6 +969,7 @@ def running_fake_slack(
         token=token,
         team_domain=team_domain,
         bot_user_id=bot_user_id,
+        ts_clock=ts_clock,
     )
     fake.start()
     try:

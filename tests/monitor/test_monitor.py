@@ -29,7 +29,7 @@ from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects
 from workers.clock import ManualClock
 from workers.kube.reader import KubeReader
-from workers.monitor.cache import KINDS, Cache
+from workers.monitor.cache import Cache
 from workers.monitor.lease import Lease
 from workers.monitor.run import run_once
 from workers.services import Services, install
@@ -263,19 +263,19 @@ def test_informer_lists_once_watches_and_relists_only_on_410(env: Env) -> None:
         async with api:
             cache = Cache(KubeReader(api), [k8s.NS])
             await cache.list_all()
-            store = cache.stores[(k8s.NS, "Job")]
+            store, stream = cache.stores[(k8s.NS, "Job")], cache.streams[(k8s.NS, "Job")]
             stop = asyncio.Event()
-            task = asyncio.create_task(cache.watch(k8s.NS, KINDS[0], stop))
+            cache.start(stop)
             env.emu.upsert(k8s.job("late-run", suspend=True))
             await asyncio.wait_for(store.until(lambda: "late-run" in store.objects), 10)
             seen = "late-run" in store.objects
-            lists_before = store.lists
-            store.version = "1"  # as if this watch had fallen far behind…
+            lists_before = stream.lists
+            stream.version = "1"  # as if this watch had fallen far behind…
             env.emu.compact()  # …when the history it needs is compacted away and its stream ends
-            await asyncio.wait_for(store.until(lambda: store.lists > lists_before), 10)
+            await asyncio.wait_for(store.until(lambda: stream.lists > lists_before), 10)
             stop.set()
-            task.cancel()
-            return lists_before, store.lists, seen
+            await cache.close()
+            return lists_before, stream.lists, seen
 
     lists_before, lists_after, seen = asyncio.run(scenario())
     assert seen and lists_before == 1 and lists_after == 2

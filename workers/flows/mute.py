@@ -15,10 +15,10 @@ from datetime import datetime, timedelta
 
 from workers.collect.access import review
 from workers.contracts.requests import MuteRequest
-from workers.monitor.posts import PREFIX, MuteRecord, mute_key
 from workers.render.mrkdwn import code
 from workers.render.slots import MuteNote, MuteSlot
 from workers.services import Services
+from workers.stall_records import MuteRecord, mute_key, mute_record_key
 from workers.workspaces import Resolved
 
 from .presses import NOT_HERE, offered_here
@@ -26,7 +26,7 @@ from .presses import tell as _tell
 
 
 def run_mute(services: Services, request: MuteRequest, *, now: datetime) -> str:
-    raw = services.redis.get(f"{PREFIX}mute-record:{request.record_id}")
+    raw = services.redis.get(mute_record_key(request.record_id))
     if raw is None:
         _tell(services, request, "⌛ This post is too old to mute from; nothing changed.")
         return "expired"

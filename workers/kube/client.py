@@ -143,14 +143,18 @@ async def _configuration(target: ClusterTarget) -> client.Configuration:
     return cfg
 
 
-async def make_api_client(target: ClusterTarget, identity: Identity | None) -> client.ApiClient:
+async def make_api_client(target: ClusterTarget, identity: Identity | None,
+                          pool_size: int | None = None) -> client.ApiClient:
     """An ApiClient for ``target``; impersonating ``identity`` when one is given.
 
     Prefer ``make_user_client`` / ``make_bot_client``, which make the choice of
     identity explicit at the call site. Call this inside the event loop that
-    will use the client (rq starts a fresh loop per job).
+    will use the client (rq starts a fresh loop per job). ``pool_size`` caps the connections
+    to the server (kubernetes_asyncio's default is 100; 0 means no cap).
     """
     cfg = await _configuration(target)
+    if pool_size is not None:
+        cfg.connection_pool_maxsize = pool_size
     api = client.ApiClient(configuration=cfg)
     if identity is not None:
         # Re-class the REST client ApiClient just built rather than building a second one:
@@ -169,9 +173,9 @@ async def make_user_client(target: ClusterTarget, identity: Identity | None) -> 
     return await make_api_client(target, identity)
 
 
-async def make_bot_client(target: ClusterTarget) -> client.ApiClient:
+async def make_bot_client(target: ClusterTarget, pool_size: int | None = None) -> client.ApiClient:
     """The bot's own read-only client, for the stall monitor only."""
-    return await make_api_client(target, None)
+    return await make_api_client(target, None, pool_size)
 
 
 class KubeClients:
@@ -182,8 +186,8 @@ class KubeClients:
     async def user(self, target: ClusterTarget, identity: Identity) -> client.ApiClient:
         return await make_user_client(target, identity)
 
-    async def bot(self, target: ClusterTarget) -> client.ApiClient:
-        return await make_bot_client(target)
+    async def bot(self, target: ClusterTarget, pool_size: int | None = None) -> client.ApiClient:
+        return await make_bot_client(target, pool_size)
 
 
 __all__ = [

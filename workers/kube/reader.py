@@ -289,10 +289,12 @@ class KubeReader:
         return await self._paged(path, label_selector, field_selector, limit)
 
     async def watch(self, path: str, *, label_selector: str | None = None, field_selector: str | None = None,
-                    resource_version: str = "", timeout: float = 60.0) -> AsyncIterator[dict[str, Any]]:
+                    resource_version: str = "", timeout: float = 60.0,
+                    bookmarks: bool = False) -> AsyncIterator[dict[str, Any]]:
         """WATCH events (`{"type", "object"}`) from ``resource_version`` until the server ends the
         stream (``timeoutSeconds``). A non-200 answer is one `ERROR` event carrying its Status, as
-        a real watch reports `410 Gone` — the caller re-LISTs then."""
+        a real watch reports `410 Gone` — the caller re-LISTs then. With ``bookmarks`` the server
+        may send `BOOKMARK` events (only a resourceVersion) so a quiet stream resumes without 410."""
         self.requests_made += 1
         query: list[tuple[str, str]] = [("watch", "true"), ("timeoutSeconds", str(int(timeout)))]
         if label_selector:
@@ -301,6 +303,8 @@ class KubeReader:
             query.append(("fieldSelector", field_selector))
         if resource_version:
             query.append(("resourceVersion", resource_version))
+        if bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
         response = await self.api_client.call_api(
             path, "GET", query_params=query, header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout + 10)

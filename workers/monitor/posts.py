@@ -1,14 +1,21 @@
-"""Auto-posts: once per (run, layer, reason), edited in place, grouped by shared cause (SPEC §7b).
+"""Auto-posts: one per stall of a run, edited in place, grouped by shared cause (SPEC §7b, §11).
 
-Every decision is backed by a Redis record, never by process memory, so a
-restarted monitor — or two `--once` sweeps back to back — posts nothing
-twice: a post is claimed with SET NX on its (run, layer, reason) key before
-it is sent. A run's current post is remembered with the reason it shows;
-when the reason changes the card is edited and one thread reply says so;
-when the run recovers or finishes the card says so and one reply says when.
-Cards are posted and edited through the posted-card store, so the Escalate
-and Mute notes of other writers are kept. Auto-posts never show
-operator-only hints.
+Every decision is backed by a Redis record (`workers/stall_records.py`), never
+by process memory, keyed by the run's uid. A new post is *claimed* before it
+is sent and the claim is deleted once its record is saved; every auto-post
+carries Slack message metadata (`taubot_stall`, the run's uid or the group's
+key, the reason). So a claim found without a record means a crash between
+the two, and `conversations.history` says whether the post went out: adopted
+if it did, posted if it did not — nothing lost, nothing twice.
+
+A run's post is edited when its reason changes (one reply), when it recovers,
+finishes or is deleted (one reply each, saying which), and when it stalls
+again within 24 h ("stalled again", one reply; a new post after that).
+Groups: a member leaves on recovery, finish, deletion or a reason change; a
+group down to one member stays that group's card until it resolves; a group
+post that failed releases its claim and is retried next sweep. A card that
+fails Block Kit validation is posted as escaped, clipped text instead — never
+dropped. Auto-posts never show operator-only hints.
 """
 
 from __future__ import annotations
@@ -16,52 +23,43 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
-
+from workers import metrics
 from workers.contracts.ids import MUTE_ACTION
 from workers.contracts.signing import sign_id
 from workers.diagnosis.models import Diagnosis
 from workers.flows.escalation import offer_escalation
 from workers.render.buttons import CardButton
-from workers.render.cards import build_group_card, build_phase_card
-from workers.render.mrkdwn import code, escape
+from workers.render.cards import CardError, build_group_card, build_phase_card
+from workers.render.mrkdwn import code, escape, truncate
 from workers.render.slots import AutoPostFooter, EscalationSlot, MuteSlot
 from workers.services import Services
+from workers.stall_records import (
+    EVENT_TYPE,
+    RECORD_TTL,
+    MuteRecord,
+    PostRecord,
+    claim_key,
+    group_key,
+    load,
+    mute_record_key,
+    posted_set,
+    record_key,
+    save,
+)
 from workers.surfaces.base import Failed
 
 from .stalls import Stall, key_digest
 
 log = logging.getLogger(__name__)
 
-PREFIX = "taubot:monitor:"
-ONCE_TTL = 7 * 24 * 3600
-
-
-class PostRecord(BaseModel):
-    """A run's (or a group's) current auto-post."""
-
-    channel: str
-    ts: str
-    layer: int = 0
-    reason: str = ""
-    phase: str = ""
-    group: str | None = None
-    members: dict[str, dict[str, str]] = Field(default_factory=dict)  # groups: run → {phase, since}
-    state: str = "stalled"
-
-
-class MuteRecord(BaseModel):
-    """What a Mute button stands for (its value is only this record's signed id)."""
-
-    workspace: str
-    namespace: str
-    runs: list[tuple[str, str]]  # (run, kind)
-    channel: str
-    ts: str
+REPOST_AFTER = 24 * 3600  # a run stalling again edits its card when younger than this, else posts anew
+DEGRADED_TEXT = 2900
+_UNKNOWN = object()  # the history could not be read: neither post nor adopt this sweep
 
 
 @dataclass
@@ -69,42 +67,15 @@ class Candidate:
     stall: Stall
     diagnosis: Diagnosis
     live: Any  # a RunReport-shaped value (diagnosis, workspace, objects) for the Escalate offer
-
-
-def run_key(ws: str, ns: str, run: str) -> str:
-    return f"{PREFIX}run:{ws}:{ns}:{run}"
-
-
-def group_key(ws: str, group: str) -> str:
-    return f"{PREFIX}group:{ws}:{key_digest(group)}"
-
-
-def mute_key(ws: str, ns: str, run: str) -> str:
-    return f"{PREFIX}mute:{ws}:{ns}:{run}"
-
-
-def _once(services: Services, *parts: str) -> bool:
-    """Claim a post for these parts; False when some sweep already made it."""
-    return bool(services.redis.set(f"{PREFIX}once:{key_digest(*parts)}", "1", nx=True, ex=ONCE_TTL))
-
-
-def _load(services: Services, key: str) -> PostRecord | None:
-    raw = services.redis.get(key)
-    return PostRecord.model_validate_json(raw) if raw else None
-
-
-def _save(services: Services, key: str, record: PostRecord) -> None:
-    services.redis.set(key, record.model_dump_json(), ex=ONCE_TTL)
-    services.redis.sadd(f"{PREFIX}posted", key)
-
-
-def muted(services: Services, ws: str, ns: str, run: str) -> dict | None:
-    raw = services.redis.get(mute_key(ws, ns, run))
-    return json.loads(raw) if raw else None
+    uid: str
 
 
 def _stamp(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%SZ") if moment else "unknown"
+
+
+def _metadata(ident: str, reason: str) -> dict[str, Any]:
+    return {"event_type": EVENT_TYPE, "event_payload": {"id": ident, "reason": reason}}
 
 
 def _mute_button(services: Services) -> tuple[CardButton | None, str | None]:
@@ -119,13 +90,20 @@ def _mute_button(services: Services) -> tuple[CardButton | None, str | None]:
 
 def _store_mute(services: Services, record_id: str | None, record: MuteRecord) -> None:
     if record_id is not None:
-        services.redis.set(f"{PREFIX}mute-record:{record_id}", record.model_dump_json(),
+        services.redis.set(mute_record_key(record_id), record.model_dump_json(),
                            ex=services.settings.diagnosis_ttl_seconds)
 
 
-def _status(stall: Stall) -> AutoPostFooter:
-    return AutoPostFooter(status=f"🚨 *Auto-posted by taubot*: stalled at *{escape(stall.phase, 60)}* "
+def _status(stall: Stall, again: bool = False) -> AutoPostFooter:
+    lead = "stalled again" if again else "stalled"
+    return AutoPostFooter(status=f"🚨 *Auto-posted by taubot*: {lead} at *{escape(stall.phase, 60)}* "
                                  f"({escape(stall.reason, 60)}) since {_stamp(stall.since)}.")
+
+
+def _closed(old: Any, status: str) -> Any:
+    """The card with its footer saying how it ended, the buttons gone, the notes kept."""
+    return old.with_slot(AutoPostFooter(status=status)).with_slot(
+        EscalationSlot(note=old.escalation.note)).with_slot(MuteSlot(note=old.mute.note))
 
 
 def _phase_context(services: Services, c: Candidate, channel: str, ts: str = "") -> Any:
@@ -136,159 +114,344 @@ def _phase_context(services: Services, c: Candidate, channel: str, ts: str = "")
     return context, offer
 
 
+# ------------------------------------------------------------------ Slack writes, never a crash
+
+
+def _post_card(services: Services, channel: str, build: Callable[[], Any], degraded: str,
+               metadata: dict[str, Any]) -> tuple[str, bool] | Failed:
+    """(ts, degraded) of a new top-level auto-post; the card, or — when it fails Block Kit
+    validation, here or at Slack — ``degraded`` (mrkdwn, every cluster part escaped) clipped."""
+    try:
+        posted = services.cards.post(channel, build(), metadata=metadata)
+    except CardError as exc:
+        log.warning("monitor: a card failed validation (%s); posting it as text", exc)
+        posted = Failed(kind="error", error="invalid_blocks")
+    if not isinstance(posted, Failed):
+        return posted.ts, False
+    if posted.error != "invalid_blocks":
+        return posted
+    metrics.MONITOR_RUN_ERRORS.labels("card").inc()
+    sent = services.surface.post(channel, truncate(degraded, DEGRADED_TEXT), None, metadata=metadata)
+    return sent if isinstance(sent, Failed) else (sent.ts, True)
+
+
+def _edit(services: Services, channel: str, ts: str, change: Callable[[Any], Any]) -> None:
+    """Edit a card in place; a card that no longer validates keeps what it showed (the thread
+    reply that goes with every edit says what changed)."""
+    try:
+        services.cards.update_if_changed(channel, ts, change, max_wait=15.0)
+    except (CardError, RuntimeError) as exc:
+        metrics.MONITOR_RUN_ERRORS.labels("card").inc()
+        log.warning("monitor: could not edit the card %s/%s: %s", channel, ts, exc)
+
+
+def _reply(services: Services, channel: str, ts: str, text: str, *once: str) -> None:
+    """One thread reply, at most once for ``once`` (a sweep killed after it does not repeat it)."""
+    key = claim_key("reply", key_digest(channel, ts, *once))
+    if not services.redis.set(key, "1", nx=True, ex=RECORD_TTL):
+        return
+    sent = services.surface.post(channel, text, thread_ts=ts)
+    if isinstance(sent, Failed):
+        services.redis.delete(key)
+        log.warning("monitor: a reply in %s/%s failed: %s", channel, ts, sent.error or sent.kind)
+
+
+def _claim(services: Services, ws: str, ident: str) -> dict | None:
+    """Claim a new post of ``ident``; None when taken now, else the earlier claim (a post that
+    may have gone out without its record)."""
+    key = claim_key(ws, ident)
+    now = services.clock.now().timestamp()
+    if services.redis.set(key, json.dumps({"at": now}), nx=True, ex=RECORD_TTL):
+        return None
+    raw = services.redis.get(key)
+    return json.loads(raw) if raw else {"at": now - RECORD_TTL}
+
+
+def _reconcile(services: Services, channel: str, ident: str, since: float) -> Any:
+    """The ts of ``ident``'s post since ``since`` in the channel's history, None when there is
+    none, `_UNKNOWN` when the history could not be read."""
+    history = getattr(services.surface, "history", None)
+    found = history(channel, since - 60) if history is not None else []
+    if isinstance(found, Failed):
+        log.warning("monitor: cannot read %s's history (%s): a claimed post waits", channel, found.error)
+        return _UNKNOWN
+    for message in found:
+        meta = message.get("metadata") or {}
+        if meta.get("event_type") == EVENT_TYPE and (meta.get("event_payload") or {}).get("id") == ident:
+            return str(message["ts"])
+    return None
+
+
+def _new_post(services: Services, ws: str, channel: str, ident: str, reason: str,
+              post: Callable[[], tuple[str, bool] | Failed]) -> tuple[str, str | None, bool]:
+    """Claim, reconcile, post: (outcome, ts, degraded). The caller saves the record, then
+    `_release`s the claim."""
+    earlier = _claim(services, ws, ident)
+    if earlier is not None:
+        found = _reconcile(services, channel, ident, float(earlier.get("at") or 0))
+        if found is _UNKNOWN:
+            return "unknown", None, False
+        if found is not None:
+            log.info("monitor: adopted the post %s of %s (its record was never saved)", found, ident)
+            return "reconciled", found, False
+    got = post()
+    if isinstance(got, Failed):
+        _release(services, ws, ident)
+        log.warning("monitor: could not post %s in %s: %s", ident, channel, got.error or got.kind)
+        return "failed", None, False
+    return "posted", got[0], got[1]
+
+
+def _release(services: Services, ws: str, ident: str) -> None:
+    services.redis.delete(claim_key(ws, ident))
+
+
+# ------------------------------------------------------------------ one run
+
+
 def post_run(services: Services, ws: str, channel: str, c: Candidate) -> str:
-    """The individual auto-post path of one stalled run: post, or edit on a reason change."""
+    """The individual auto-post path of one stalled run: post, edit on a reason change, or edit
+    and reply when it stalls again."""
     s = c.stall
-    key = run_key(ws, s.namespace, s.run)
-    record = _load(services, key)
-    if record is not None and record.state == "stalled" and record.group is None:
-        if (record.layer, record.reason) == (s.layer, s.reason):
-            return "unchanged"
-        if not _once(services, ws, s.namespace, s.run, str(s.layer), s.reason):
-            return "already"
-        context, offer = _phase_context(services, c, record.channel, record.ts)
-        services.cards.update_if_changed(
-            record.channel, record.ts,
-            lambda old: context.with_slot(_status(s)).with_slot(old.mute),
-            max_wait=15.0)
-        if offer is not None:
-            offer.attach(record.ts)
-        was = f"{escape(record.phase, 60)} ({escape(record.reason, 60)})"
-        services.surface.post(record.channel, f"↪️ {code(s.run, 80)} is now stuck at *{escape(s.phase, 60)}* "
-                              f"({escape(s.reason, 60)}), was {was}.", thread_ts=record.ts)
-        _save(services, key, record.model_copy(update={"layer": s.layer, "reason": s.reason,
-                                                       "phase": s.phase}))
-        return "edited"
-    if not _once(services, ws, s.namespace, s.run, str(s.layer), s.reason):
-        return "already"
-    context, offer = _phase_context(services, c, channel)
+    key = record_key(ws, c.uid)
+    record = load(services.redis, key)
+    now = services.clock.now().timestamp()
+    if record is not None and record.group is None:
+        if record.state == "stalled":
+            if (record.layer, record.reason) == (s.layer, s.reason):
+                services.redis.expire(key, RECORD_TTL)
+                return "unchanged"
+            return _changed_reason(services, ws, key, record, c)
+        if record.state in ("recovered", "finished") and now - record.posted_at < REPOST_AFTER:
+            return _stalled_again(services, ws, key, record, c)
+    offer_box: list[Any] = []
     mute, mute_id = _mute_button(services)
-    context = context.with_slot(_status(s)).with_slot(MuteSlot(button=mute))
-    posted = services.cards.post(channel, context)
-    if isinstance(posted, Failed):
-        services.redis.delete(f"{PREFIX}once:{key_digest(ws, s.namespace, s.run, str(s.layer), s.reason)}")
-        log.warning("monitor: could not post %s in %s: %s", s.run, channel, posted.error)
-        return "failed"
-    if offer is not None:
-        offer.attach(posted.ts)
+
+    def build() -> Any:
+        context, offer = _phase_context(services, c, channel)
+        offer_box.append(offer)
+        return context.with_slot(_status(s)).with_slot(MuteSlot(button=mute))
+
+    degraded = (f"🚨 *Auto-posted by taubot*: {code(s.run, 120)} ({escape(s.kind, 40)}) in "
+                f"{code(s.namespace, 80)} is stalled at *{escape(s.phase, 60)}* ({escape(s.reason, 60)}) "
+                f"since {_stamp(s.since)}. The full card could not be shown.")
+    outcome, ts, was_degraded = _new_post(
+        services, ws, channel, c.uid, s.reason,
+        lambda: _post_card(services, channel, build, degraded, _metadata(c.uid, s.reason)))
+    if ts is None:
+        return outcome
+    if offer_box and offer_box[0] is not None and not was_degraded:
+        offer_box[0].attach(ts)
     _store_mute(services, mute_id, MuteRecord(workspace=ws, namespace=s.namespace, runs=[(s.run, s.kind)],
-                                              channel=channel, ts=posted.ts))
-    _save(services, key, PostRecord(channel=channel, ts=posted.ts, layer=s.layer, reason=s.reason,
-                                    phase=s.phase))
-    return "posted"
+                                              channel=channel, ts=ts))
+    save(services.redis, ws, key, PostRecord(channel=channel, ts=ts, run=s.run, namespace=s.namespace,
+                                             layer=s.layer, reason=s.reason, phase=s.phase, posted_at=now,
+                                             degraded=was_degraded), c.uid)
+    _release(services, ws, c.uid)
+    return outcome
+
+
+def _changed_reason(services: Services, ws: str, key: str, record: PostRecord, c: Candidate) -> str:
+    s = c.stall
+    context, offer = _phase_context(services, c, record.channel, record.ts)
+    _edit(services, record.channel, record.ts, lambda old: context.with_slot(_status(s)).with_slot(old.mute))
+    if offer is not None:
+        offer.attach(record.ts)
+    was = f"{escape(record.phase, 60)} ({escape(record.reason, 60)})"
+    _reply(services, record.channel, record.ts,
+           f"↪️ {code(s.run, 80)} is now stuck at *{escape(s.phase, 60)}* ({escape(s.reason, 60)}), "
+           f"was {was}.",
+           "reason", str(s.layer), s.reason, record.reason)
+    save(services.redis, ws, key, record.model_copy(update={"layer": s.layer, "reason": s.reason,
+                                                            "phase": s.phase}), c.uid)
+    return "edited"
+
+
+def _stalled_again(services: Services, ws: str, key: str, record: PostRecord, c: Candidate) -> str:
+    s = c.stall
+    context, offer = _phase_context(services, c, record.channel, record.ts)
+    _edit(services, record.channel, record.ts,
+          lambda old: context.with_slot(_status(s, again=True)).with_slot(old.mute))
+    if offer is not None:
+        offer.attach(record.ts)
+    _reply(services, record.channel, record.ts,
+           f"🔁 {code(s.run, 80)} stalled again: stuck at *{escape(s.phase, 60)}* ({escape(s.reason, 60)}) "
+           f"since {_stamp(s.since)}.", "again", str(record.posted_at), record.state, s.reason,
+           str(services.clock.now().timestamp() // 60))
+    save(services.redis, ws, key, record.model_copy(update={"layer": s.layer, "reason": s.reason,
+                                                            "phase": s.phase, "state": "stalled"}), c.uid)
+    return "again"
+
+
+# ------------------------------------------------------------------ groups
+
+
+def _rows(members: dict[str, dict[str, str]]) -> list[tuple[str, str, str]]:
+    return [(m["run"], m["phase"], m["since"]) for m in sorted(members.values(), key=lambda m: m["run"])]
+
+
+def _group_edit(label: str, members: dict[str, dict[str, str]]) -> Callable[[Any], Any]:
+    """The group card's members, header and notification text, for an edit."""
+    card = build_group_card(label, _rows(members))
+    return lambda old: old.model_copy(update={"runs": card.runs, "header": card.header, "intro": card.intro,
+                                              "fallback": card.fallback})
+
+
+def live_group(services: Services, ws: str, group: str) -> bool:
+    record = load(services.redis, group_key(ws, key_digest(group)))
+    return record is not None and record.state == "stalled"
 
 
 def post_group(services: Services, ws: str, channel: str, group: str, label: str,
                members: list[Candidate]) -> str:
     """One post for runs stalled by one shared cause, edited as runs join and leave."""
-    candidates = members
-    key = group_key(ws, group)
-    record = _load(services, key)
-    now_members = {c.stall.run: {"phase": c.stall.phase, "since": _stamp(c.stall.since)} for c in members}
-    rows = [(run, m["phase"], m["since"]) for run, m in sorted(now_members.items())]
+    digest = key_digest(group)
+    key = group_key(ws, digest)
+    record = load(services.redis, key)
+    now = services.clock.now().timestamp()
+    now_members = {c.uid: {"run": c.stall.run, "phase": c.stall.phase, "since": _stamp(c.stall.since)}
+                   for c in members}
     first = sorted(members, key=lambda c: c.stall.run)[0]
     if record is None or record.state != "stalled":
-        if not _once(services, ws, "group", group, ",".join(sorted(now_members))):
-            return "already"
-        offer = offer_escalation(services, first.live, channel=channel, thread_ts="",
-                                 requested_by="monitor", now=services.clock.now())
-        runs = [(c.stall.run, c.stall.kind) for c in members]
+        offer_box: list[Any] = []
         mute, mute_id = _mute_button(services)
-        context = build_group_card(label, rows,
-                                   status="🚨 *Auto-posted by taubot*; edited as runs join and leave.",
-                                   escalate_button=offer.button if offer else None, mute_button=mute)
-        posted = services.cards.post(channel, context)
-        if isinstance(posted, Failed):
-            return "failed"
-        if offer is not None:
-            offer.attach(posted.ts)
-        _store_mute(services, mute_id, MuteRecord(workspace=ws, namespace=first.stall.namespace, runs=runs,
-                                                  channel=channel, ts=posted.ts))
-        _save(services, key, PostRecord(channel=channel, ts=posted.ts, group=group, members=now_members,
-                                        phase=first.stall.phase, reason=first.stall.reason))
+
+        def build() -> Any:
+            offer = offer_escalation(services, first.live, channel=channel, thread_ts="",
+                                     requested_by="monitor", now=services.clock.now())
+            offer_box.append(offer)
+            return build_group_card(label, _rows(now_members),
+                                    status="🚨 *Auto-posted by taubot*; edited as runs join and leave.",
+                                    escalate_button=offer.button if offer else None, mute_button=mute)
+
+        degraded = (f"🚨 *Auto-posted by taubot*: {len(members)} runs stalled: {escape(label, 300)}: "
+                    + ", ".join(code(run, 120) for run, _, _ in _rows(now_members)))
+        ident = f"group:{digest}"
+        outcome, ts, was_degraded = _new_post(
+            services, ws, channel, ident, first.stall.reason,
+            lambda: _post_card(services, channel, build, degraded, _metadata(ident, first.stall.reason)))
+        if ts is None:
+            return outcome
+        if offer_box and offer_box[0] is not None and not was_degraded:
+            offer_box[0].attach(ts)
+        _store_mute(services, mute_id, MuteRecord(workspace=ws, namespace=first.stall.namespace,
+                                                  runs=[(c.stall.run, c.stall.kind) for c in members],
+                                                  channel=channel, ts=ts))
+        save(services.redis, ws, key, PostRecord(channel=channel, ts=ts, group=group, label=label,
+                                                 members=now_members, phase=first.stall.phase,
+                                                 reason=first.stall.reason, posted_at=now,
+                                                 degraded=was_degraded))
         for c in members:
-            _save(services, run_key(ws, c.stall.namespace, c.stall.run),
-                  PostRecord(channel=channel, ts=posted.ts, layer=c.stall.layer, reason=c.stall.reason,
-                             phase=c.stall.phase, group=group))
-        return "posted"
+            _save_member(services, ws, c, channel, ts, group, now)
+        _release(services, ws, ident)
+        return outcome
     joined = sorted(set(now_members) - set(record.members))
+    for c in members:
+        if c.uid not in joined:
+            services.redis.expire(record_key(ws, c.uid), RECORD_TTL)
     if not joined:
+        services.redis.expire(key, RECORD_TTL)
         return "unchanged"  # runs that left are settled (and the card edited) by `settle`
-    members = {**record.members, **{run: now_members[run] for run in joined}}
-    rows = [(run, m["phase"], m["since"]) for run, m in sorted(members.items())]
-    card = build_group_card(label, rows)
-    services.cards.update_if_changed(
-        record.channel, record.ts,
-        lambda old: old.model_copy(update={"runs": card.runs, "header": card.header}), max_wait=15.0)
-    for run in joined:
-        services.surface.post(record.channel, f"➕ {code(run, 80)} is stuck for the same cause.",
-                              thread_ts=record.ts)
-        c = next(m for m in candidates if m.stall.run == run)
-        _save(services, run_key(ws, c.stall.namespace, run),
-              PostRecord(channel=record.channel, ts=record.ts, layer=c.stall.layer, reason=c.stall.reason,
-                         phase=c.stall.phase, group=group))
-    _save(services, key, record.model_copy(update={"members": members}))
+    merged = {**record.members, **{uid: now_members[uid] for uid in joined}}
+    _edit(services, record.channel, record.ts, _group_edit(record.label or label, merged))
+    for uid in joined:
+        c = next(m for m in members if m.uid == uid)
+        _reply(services, record.channel, record.ts,
+               f"➕ {code(c.stall.run, 80)} is stuck for the same cause.", "join", uid)
+        _save_member(services, ws, c, record.channel, record.ts, group, record.posted_at)
+    save(services.redis, ws, key, record.model_copy(update={"members": merged}))
     return "edited"
 
 
-def settle(services: Services, ws: str, still_stalled: set[str], finished: dict[str, str]) -> list[str]:
+def _save_member(services: Services, ws: str, c: Candidate, channel: str, ts: str, group: str,
+                 posted_at: float) -> None:
+    save(services.redis, ws, record_key(ws, c.uid),
+         PostRecord(channel=channel, ts=ts, run=c.stall.run, namespace=c.stall.namespace, layer=c.stall.layer,
+                    reason=c.stall.reason, phase=c.stall.phase, group=group, posted_at=posted_at), c.uid)
+
+
+def leave_group(services: Services, ws: str, uid: str, why: str, at: str) -> None:
+    """Take a run out of its group's card (``why``: "recovered", "changed reason", …)."""
+    member = load(services.redis, record_key(ws, uid))
+    if member is None or member.group is None:
+        return
+    key = group_key(ws, key_digest(member.group))
+    record = load(services.redis, key)
+    if record is None or record.state != "stalled" or uid not in record.members:
+        return
+    run = record.members[uid]["run"]
+    members = {u: m for u, m in record.members.items() if u != uid}
+    if members:
+        _edit(services, record.channel, record.ts, _group_edit(record.label, members))
+        _reply(services, record.channel, record.ts, f"✅ {code(run, 80)} {why} at {at} and left this group.",
+               "leave", uid, why)
+        save(services.redis, ws, key, record.model_copy(update={"members": members}))
+        return
+    resolved = {"runs": "_no run is stalled any more_", "fallback": escape(f"Resolved: {record.label}", 500)}
+    _edit(services, record.channel, record.ts, lambda old: _closed(
+        old.model_copy(update=resolved), f"✅ *Resolved* at {at}: every run recovered."))
+    _reply(services, record.channel, record.ts, f"✅ {code(run, 80)} {why} at {at}: the group is resolved.",
+           "resolved", uid, why)
+    save(services.redis, ws, key, record.model_copy(update={"members": {}, "state": "resolved"}))
+
+
+def posted_alone(services: Services, ws: str, uid: str) -> bool:
+    """The run has a live post of its own, or one in flight (claimed, perhaps posted without its
+    record): it stays out of groups, so its own card is followed (or reconciled) to the end."""
+    record = load(services.redis, record_key(ws, uid))
+    if record is not None and record.group is None and record.state == "stalled":
+        return True
+    return bool(services.redis.exists(claim_key(ws, uid)))
+
+
+def changed_group(services: Services, ws: str, c: Candidate, at: str) -> None:
+    """A member whose cause changed leaves its old group (and then posts or joins anew)."""
+    record = load(services.redis, record_key(ws, c.uid))
+    if record is None or record.group is None or record.state != "stalled" or record.group == c.stall.group:
+        return
+    leave_group(services, ws, c.uid, f"changed reason (now {escape(c.stall.reason, 60)})", at)
+    save(services.redis, ws, record_key(ws, c.uid), record.model_copy(update={"state": "left"}), c.uid)
+
+
+# ------------------------------------------------------------------ recovery, finish, deletion
+
+
+def settle(services: Services, ws: str, present: set[str], still_stalled: set[str],
+           finished: dict[str, str]) -> list[str]:
     """Runs (and groups) whose auto-post is current but which are no longer stalled: the card says
-    so and one reply says when. ``finished`` maps a run to how it ended."""
-    now = services.clock.now()
-    at = now.strftime("%H:%M UTC")
+    so and one reply says when. ``present``: the uids of the workspace's runs that exist;
+    ``finished`` maps a uid to how it ended. Records of runs still present are renewed."""
+    at = services.clock.now().strftime("%H:%M UTC")
     done: list[str] = []
-    for key in sorted(services.redis.smembers(f"{PREFIX}posted")):
-        key = key.decode() if isinstance(key, bytes) else key
-        if not key.startswith(f"{PREFIX}run:{ws}:"):
+    for raw in sorted(services.redis.smembers(posted_set(ws))):
+        uid = raw.decode() if isinstance(raw, bytes) else raw
+        key = record_key(ws, uid)
+        record = load(services.redis, key)
+        if record is None:  # expired: the run is gone for more than a day
+            services.redis.srem(posted_set(ws), uid)
             continue
-        record = _load(services, key)
-        run = key.rsplit(":", 1)[1]
-        if record is None or record.state != "stalled" or run in still_stalled:
+        if uid in present:
+            services.redis.expire(key, RECORD_TTL)
+        if record.state != "stalled" or uid in still_stalled:
             continue
-        ended = finished.get(run)
+        ended = finished.get(uid)
+        state = "finished" if ended else ("recovered" if uid in present else "deleted")
+        word = {"finished": f"finished ({ended})", "recovered": "recovered", "deleted": "was deleted"}[state]
         if record.group is None:
-            status = (f"🏁 *The run finished ({ended})* at {at}; taubot stopped following it." if ended
-                      else f"✅ *Recovered* at {at}: no longer stalled at *{escape(record.phase, 60)}*.")
-            services.cards.update_if_changed(
-                record.channel, record.ts, lambda old, st=status: old.with_slot(AutoPostFooter(status=st))
-                .with_slot(EscalationSlot(note=old.escalation.note)).with_slot(MuteSlot(note=old.mute.note)),
-                max_wait=15.0)
-            word = f"finished ({ended})" if ended else "recovered"
-            services.surface.post(record.channel, f"✅ {code(run, 80)} recovered: {word} at {at}.",
-                                  thread_ts=record.ts)
-        _save(services, key, record.model_copy(update={"state": "recovered"}))
-        done.append(run)
-        if record.group is not None:
-            _leave_group(services, ws, record.group, run, at)
+            status = {"finished": f"🏁 *The run finished ({ended})* at {at}; taubot stopped following it.",
+                      "recovered": f"✅ *Recovered* at {at}: no longer stalled at "
+                                   f"*{escape(record.phase, 60)}*.",
+                      "deleted": f"🗑️ *The run was deleted* at {at}; taubot stopped following it."}[state]
+            _edit(services, record.channel, record.ts, lambda old, st=status: _closed(old, st))
+            icon = "🗑️" if state == "deleted" else "✅"
+            _reply(services, record.channel, record.ts, f"{icon} {code(record.run, 80)} {word} at {at}.",
+                   "settle", str(record.posted_at), record.reason, state)
+        else:
+            leave_group(services, ws, uid, word, at)
+        save(services.redis, ws, key, record.model_copy(update={"state": state}), uid)
+        done.append(record.run)
     return done
 
 
-def _leave_group(services: Services, ws: str, group: str, run: str, at: str) -> None:
-    key = group_key(ws, group)
-    record = _load(services, key)
-    if record is None or record.state != "stalled" or run not in record.members:
-        return
-    members = {r: m for r, m in record.members.items() if r != run}
-    rows = [(r, m["phase"], m["since"]) for r, m in sorted(members.items())]
-    label = record.phase
-    if members:
-        services.cards.update_if_changed(record.channel, record.ts, lambda old: old.model_copy(
-            update={"runs": build_group_card(label, rows).runs}), max_wait=15.0)
-        services.surface.post(record.channel, f"✅ {code(run, 80)} recovered at {at} and left this group.",
-                              thread_ts=record.ts)
-        _save(services, key, record.model_copy(update={"members": members}))
-        return
-    services.cards.update_if_changed(record.channel, record.ts, lambda old: old.model_copy(
-        update={"runs": "_no run is stalled any more_"}).with_slot(
-            AutoPostFooter(status=f"✅ *Resolved* at {at}: every run recovered.")).with_slot(
-            EscalationSlot(note=old.escalation.note)).with_slot(MuteSlot(note=old.mute.note)), max_wait=15.0)
-    services.surface.post(record.channel, f"✅ {code(run, 80)} recovered at {at}: the group is resolved.",
-                          thread_ts=record.ts)
-    _save(services, key, record.model_copy(update={"members": {}, "state": "resolved"}))
-
-
-def mute_until(services: Services, hours: int) -> datetime:
-    return services.clock.now() + timedelta(hours=hours)
-
-
-__all__ = ["Candidate", "MuteRecord", "PostRecord", "muted", "mute_key", "post_group", "post_run", "settle"]
+__all__ = ["Candidate", "changed_group", "posted_alone", "leave_group", "live_group", "post_group",
+           "post_run", "settle"]

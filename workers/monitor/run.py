@@ -1,40 +1,68 @@
-"""`taubot monitor`: sweep the cache, judge each active run, post what is stalled (SPEC §7b).
+"""`taubot monitor`: sweep the cache, judge each active run, post what is stalled (SPEC §7b, §11).
 
 Every run is judged with the same pure `evaluate()` as a status, on the
 cache's objects and the clock's `now`. Log reads for Runtime progress are
 bounded (at most `TAUBOT_MONITOR_LOG_READS_PER_SWEEP` runs, oldest-checked
 first). The monitor reads with the bot's own read-only identity, never
 impersonating, and only in namespaces that descriptors name.
+
+Staying up is the point: one run's failure (a hostile name, a card that does
+not validate, a read error) is logged, counted and skipped; Redis unreachable
+means no lease, so nothing is posted, and the loop retries every 2 s with
+its cache kept; descriptors added or removed start or stop their
+namespaces' streams at the next sweep. Each cluster has its own lease, held
+through the sweep and checked before every Slack write (`GatedSurface`),
+which also paces new messages to one a second per channel. Slack writes run
+in a thread, so the cache's streams keep reading while a post waits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
+
 from workers import metrics
 from workers.collect.logs.sources import log_evidence
 from workers.collect.report import RunReport
 from workers.diagnosis.evaluate import evaluate
-from workers.diagnosis.linkage import find_run
+from workers.diagnosis.linkage import find_run, meta
 from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.runtime import main_started
 from workers.kube.reader import KubeReader
 from workers.services import Services
+from workers.stall_records import muted
+from workers.surfaces.base import Failed, Sent, Surface
+from workers.surfaces.pacing import CHANNEL_PER_SECOND, Rate, SlackPacer
 from workers.workspaces import WorkspaceConnection
 
-from .cache import KINDS, Cache
+from .cache import Cache
 from .index import group_by_run
-from .lease import Lease
-from .posts import Candidate, muted, post_group, post_run, settle
+from .lease import Lease, LeaseLost, cluster_lease_key
+from .posts import (
+    Candidate,
+    changed_group,
+    live_group,
+    post_group,
+    post_run,
+    posted_alone,
+    settle,
+)
 from .stalls import Thresholds, classify
 
 log = logging.getLogger(__name__)
 CHECKED = "taubot:monitor:log-checked:"
+REDIS_RETRY_SECONDS = 2.0
+PACE_WAIT_SECONDS = 30.0  # a new message waits at most this long for its channel's slot
+SYNC_WAIT_SECONDS = 10.0  # before a sweep, how long to wait for namespaces still being LISTed
+LOG_KEEP_LINES = 400
 
 
 @dataclass
@@ -46,24 +74,75 @@ class SweepReport:
     seconds: float = 0.0
     unread: list[str] = field(default_factory=list)
     by_layer: dict[int, int] = field(default_factory=dict)
+    errors: int = 0
+
+    def count(self, outcome: str) -> None:
+        self.posts[outcome] = self.posts.get(outcome, 0) + 1
+        metrics.AUTO_POSTS.labels(outcome).inc()
 
 
-async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Cache, reader: KubeReader,
-                          report: SweepReport, log_budget: list[int]) -> None:
+class GatedSurface:
+    """The monitor's Slack: every write only while this replica holds its cluster's lease (checked,
+    and renewed, right before the call), and new messages and edits paced to one a second per
+    channel with no burst (Slack's "about one message a second per channel")."""
+
+    def __init__(self, inner: Surface, lease: Lease | None, pacer: SlackPacer | None) -> None:
+        self.inner = inner
+        self.lease = lease
+        self.pacer = pacer
+
+    def _gate(self) -> None:
+        if self.lease is not None and not self.lease.held():
+            raise LeaseLost(self.lease.key)
+
+    def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
+             thread_ts: str | None = None, paced: float | None = None,
+             metadata: dict[str, Any] | None = None) -> Sent | Failed:
+        if self.pacer is not None and not self.pacer.acquire("chat.postMessage", channel,
+                                                             max_wait=PACE_WAIT_SECONDS):
+            return Failed(kind="deferred", error="paced")
+        self._gate()
+        return self.inner.post(channel, text, blocks, thread_ts=thread_ts, metadata=metadata)
+
+    def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
+               max_wait: float, reserve_within: float = 0.0, reserved: bool = False) -> Sent | Failed:
+        if self.pacer is not None and not reserved and not self.pacer.acquire("chat.update", channel,
+                                                                              max_wait=max_wait):
+            return Failed(kind="deferred", error="paced")
+        self._gate()
+        return self.inner.update(channel, ts, text, blocks, max_wait=max_wait, reserved=True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _uid(objs: Any, ns: str, run: str) -> str:
+    return str(meta(objs.run or {}).get("uid") or f"{ns}/{run}")
+
+
+@dataclass
+class Judged:
+    """One workspace's sweep verdicts, handed to the posting thread."""
+
+    stalled: list[Candidate] = field(default_factory=list)
+    silenced: set[str] = field(default_factory=set)  # muted but still stalled: their posts stay
+    finished: dict[str, str] = field(default_factory=dict)
+    present: set[str] = field(default_factory=set)
+
+
+async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Cache, reader: KubeReader,
+                          report: SweepReport, log_budget: list[int],
+                          lease: Lease | None = None) -> Judged | None:
+    """Every run of the workspace's namespace judged; None when its objects could not all be read."""
     ns, name = ws.spec.namespace, ws.metadata.name
-    channel = (ws.spec.slack.channels or [None])[0]
-    if channel is None:
-        return
     unread = cache.unread(ns)
     if unread:  # never judge a run on objects that could not be read
         report.unread += [f"{name}: {u}" for u in unread]
-        return
+        return None
     now = services.clock.now()
     thresholds = Thresholds.from_settings(services.settings)
     objects = cache.objects(ns)
-    stalled: list[Candidate] = []
-    silenced: set[str] = set()  # muted but still stalled: their posts stay as they are
-    finished: dict[str, str] = {}
+    judged = Judged()
     kusto = ws.spec.logs.kusto if ws.spec.logs else None
     per_run = group_by_run(objects)
     runs = sorted(per_run)
@@ -76,50 +155,96 @@ async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
     for run in runs:
         report.runs += 1
         objs = linked[run]
-        verdict = RunContext(objs=objs, now=now).terminal()
-        if verdict is not None:
-            finished[run] = verdict
+        uid = _uid(objs, ns, run)
+        judged.present.add(uid)
+        if lease is not None:
+            lease.keep()
+        try:
+            verdict = RunContext(objs=objs, now=now).terminal()
+            if verdict is not None:
+                judged.finished[uid] = verdict
+                continue
+            logs = None
+            if run in to_read:
+                report.log_reads += 1
+                logs = await log_evidence(reader, objs, kusto=kusto, now=now)
+                _remember_log(services, ns, run, logs)
+            elif run in started:
+                logs = _last_log(services, ns, run)
+            d = evaluate(per_run[run], run, now, ns, logs=logs, linked=objs,
+                         stall_seconds=services.settings.progress_stall_minutes * 60)
+            stall = classify(d, objs, now, thresholds)
+        except (LeaseLost, redis.RedisError):
+            raise
+        except Exception:  # noqa: BLE001 - one run's failure must not end the sweep for the others
+            report.errors += 1
+            metrics.MONITOR_RUN_ERRORS.labels("judge").inc()
+            log.exception("monitor: judging %s/%s failed; the sweep goes on", ns, run[:100])
+            judged.silenced.add(uid)  # its post (if any) stays as it is
             continue
-        logs = None
-        if run in to_read:
-            report.log_reads += 1
-            logs = await log_evidence(reader, objs, kusto=kusto, now=now)
-            _remember_log(services, ns, run, logs)
-        elif run in started:
-            logs = _last_log(services, ns, run)
-        d = evaluate(per_run[run], run, now, ns, logs=logs, linked=objs,
-                     stall_seconds=services.settings.progress_stall_minutes * 60)
-        stall = classify(d, objs, now, thresholds)
         if stall is None or not stall.stalled:
             continue
         report.stalled += 1
         report.by_layer[d.layer] = report.by_layer.get(d.layer, 0) + 1
-        if muted(services, name, ns, run):
-            silenced.add(run)
+        if muted(services.redis, name, ns, run):
+            judged.silenced.add(uid)
             continue
         live = RunReport(diagnosis=d, workspace=name, namespace=ns, requests=0, objects=per_run[run],
                          descriptor=ws, linked_objects=objs)
-        stalled.append(Candidate(stall, d, live))
+        judged.stalled.append(Candidate(stall, d, live, uid))
+    return judged
+
+
+def _guarded(report: SweepReport, what: str, action: Any) -> str:
+    """One run's (or group's) posting, isolated: anything but a lost lease or Redis is logged,
+    counted and skipped."""
+    try:
+        return str(action())
+    except (LeaseLost, redis.RedisError):
+        raise
+    except Exception:  # noqa: BLE001 - a hostile run must not stop the posts of the others
+        report.errors += 1
+        metrics.MONITOR_RUN_ERRORS.labels("post").inc()
+        log.exception("monitor: posting %s failed; the sweep goes on", what[:120])
+        return "error"
+
+
+def post_workspace(services: Services, ws: WorkspaceConnection, judged: Judged, report: SweepReport) -> None:
+    """Post, edit and settle one workspace's verdicts (Slack and Redis only: runs in a thread)."""
+    name = ws.metadata.name
+    channel = (ws.spec.slack.channels or [None])[0]
+    if channel is None:
+        return
+    at = services.clock.now().strftime("%H:%M UTC")
+    for c in judged.stalled:
+        _guarded(report, c.stall.run, lambda c=c: changed_group(services, name, c, at))
     groups: dict[str, list[Candidate]] = {}
-    for c in stalled:
-        if c.stall.group:
+    singles: list[Candidate] = []
+    for c in judged.stalled:
+        if c.stall.group and not posted_alone(services, name, c.uid):
             groups.setdefault(c.stall.group, []).append(c)
-    for c in stalled:
-        members = groups.get(c.stall.group or "", [])
-        if len(members) >= 2:
-            continue
-        outcome = post_run(services, name, channel, c)
-        report.posts[outcome] = report.posts.get(outcome, 0) + 1
-        metrics.AUTO_POSTS.labels(outcome).inc()
+        else:
+            singles.append(c)
+    for group, members in list(groups.items()):
+        if len(members) < 2 and not live_group(services, name, group):
+            singles += members
+            del groups[group]
+    for c in singles:
+        report.count(_guarded(report, c.stall.run, lambda c=c: post_run(services, name, channel, c)))
     for group, members in groups.items():
-        if len(members) >= 2:
-            outcome = post_group(services, name, channel, group, members[0].stall.group_label, members)
-            report.posts[f"group-{outcome}"] = report.posts.get(f"group-{outcome}", 0) + 1
-            metrics.AUTO_POSTS.labels(f"group-{outcome}").inc()
-    settle(services, name, {c.stall.run for c in stalled} | silenced, finished)
+        outcome = _guarded(report, group, lambda g=group, m=members: post_group(
+            services, name, channel, g, m[0].stall.group_label, m))
+        report.count(f"group-{outcome}")
+    settle(services, name, judged.present, {c.uid for c in judged.stalled} | judged.silenced, judged.finished)
 
 
-LOG_KEEP_LINES = 400
+async def sweep_workspace(services: Services, ws: WorkspaceConnection, cache: Cache, reader: KubeReader,
+                          report: SweepReport, log_budget: list[int], lease: Lease | None = None) -> None:
+    if not ws.spec.slack.channels:
+        return
+    judged = await judge_workspace(services, ws, cache, reader, report, log_budget, lease)
+    if judged is not None:
+        await asyncio.to_thread(post_workspace, services, ws, judged, report)
 
 
 def _last_checked(services: Services, ns: str, run: str) -> float:
@@ -143,79 +268,196 @@ def _descriptors(services: Services) -> list[WorkspaceConnection]:
     return [d.descriptor for d in services.registry.descriptors]
 
 
-async def sweep(services: Services, caches: dict[str, tuple[Cache, KubeReader]]) -> SweepReport:
-    started = time.perf_counter()
-    report = SweepReport()
-    budget = [services.settings.monitor_log_reads_per_sweep]
-    for ws in _descriptors(services):
-        cache, reader = caches[_target_key(ws)]
-        await sweep_workspace(services, ws, cache, reader, report, budget)
-    report.seconds = time.perf_counter() - started
-    for layer in range(1, 9):
-        metrics.STALLED.labels(str(layer)).set(report.by_layer.get(layer, 0))
-    return report
-
-
 def _target_key(ws: WorkspaceConnection) -> str:
     return ws.cluster_target().model_dump_json()
 
 
-async def _listed_caches(services: Services, clients: list[Any]) -> dict[str, tuple[Cache, KubeReader]]:
-    """One bot-identity client and one LISTed cache per cluster (workspaces sharing a cluster share
-    them); each client goes into ``clients`` as soon as it exists, for the caller to close."""
-    by_target: dict[str, list[WorkspaceConnection]] = {}
-    for ws in _descriptors(services):
-        by_target.setdefault(_target_key(ws), []).append(ws)
-    caches: dict[str, tuple[Cache, KubeReader]] = {}
-    for key, members in by_target.items():
-        api = await services.kube.bot(members[0].cluster_target())
-        clients.append(api)
-        reader = KubeReader(api, services.settings.kube_request_timeout_seconds)
-        cache = Cache(reader, [w.spec.namespace for w in members])
-        await cache.list_all()
-        caches[key] = (cache, reader)
-    return caches
+def _post_pacer(services: Services) -> SlackPacer | None:
+    """The Slack pacer's budgets with no burst per channel: the monitor posts at most one a second.
+    A clock that moves only when told (a test's `ManualClock`) is slept on by moving it."""
+    base = services.pacer
+    if base is None:
+        return None
+    sleep = getattr(services.clock, "advance", None) or base.sleep
+    return SlackPacer(base.conn, base.workspace, update_rate=base.update_rate,
+                      channel_rate=Rate(CHANNEL_PER_SECOND, burst=1), now=base.now, sleep=sleep)
+
+
+@dataclass
+class Cluster:
+    """One cluster the descriptors name: its client, cache, lease and gated Services."""
+
+    key: str
+    api: Any
+    reader: KubeReader
+    cache: Cache
+    lease: Lease | None
+    services: Services
+    workspaces: list[WorkspaceConnection]
+
+
+class Monitor:
+    """The clusters of the current descriptors, followed as descriptors come and go."""
+
+    def __init__(self, services: Services, *, leased: bool) -> None:
+        self.services = services
+        self.leased = leased
+        self.clusters: dict[str, Cluster] = {}
+        self.stop: asyncio.Event | None = None
+
+    async def sync(self) -> None:
+        """Clusters and namespaces as the descriptors say now: new ones start, removed ones stop."""
+        by_target: dict[str, list[WorkspaceConnection]] = {}
+        for ws in _descriptors(self.services):
+            by_target.setdefault(_target_key(ws), []).append(ws)
+        for key in sorted(set(self.clusters) - set(by_target)):
+            gone = self.clusters.pop(key)
+            log.info("monitor: no descriptor names %s any more: its streams stop", key[:120])
+            await self._close(gone)
+        for key, members in by_target.items():
+            namespaces = [w.spec.namespace for w in members]
+            cluster = self.clusters.get(key)
+            if cluster is None:
+                cluster = await self._open(key, members)
+                self.clusters[key] = cluster
+            else:
+                cluster.workspaces = members
+                cluster.cache.set_namespaces(namespaces)
+
+    async def _open(self, key: str, members: list[WorkspaceConnection]) -> Cluster:
+        settings = self.services.settings
+        # No cap on connections: each stream holds at most one request at a time and the sweep reads
+        # logs one at a time, so the pool is the streams plus one; a cap could only starve streams.
+        api = await self.services.kube.bot(members[0].cluster_target(), pool_size=0)
+        reader = KubeReader(api, settings.kube_request_timeout_seconds)
+        cache = Cache(reader, [w.spec.namespace for w in members], cluster_wide=settings.monitor_cluster_wide,
+                      idle_seconds=settings.monitor_watch_idle_seconds)
+        lease = (Lease(self.services.redis, settings.monitor_lease_seconds, cluster_lease_key(key))
+                 if self.leased else None)
+        gated = dataclasses.replace(self.services, surface=GatedSurface(self.services.surface, lease,
+                                                                        _post_pacer(self.services)))
+        if self.stop is not None:
+            cache.start(self.stop)
+        return Cluster(key, api, reader, cache, lease, gated, members)
+
+    async def _close(self, cluster: Cluster) -> None:
+        await cluster.cache.close()
+        if cluster.lease is not None:
+            await asyncio.to_thread(cluster.lease.release)
+        await cluster.api.close()
+
+    async def close(self) -> None:
+        for cluster in list(self.clusters.values()):
+            await self._close(cluster)
+        self.clusters.clear()
+
+    async def sweep(self, cluster: Cluster, report: SweepReport, budget: list[int]) -> None:
+        for ws in cluster.workspaces:
+            await sweep_workspace(cluster.services, ws, cluster.cache, cluster.reader, report, budget,
+                                  cluster.lease)
+
+
+def _publish(report: SweepReport) -> None:
+    for layer in range(1, 9):
+        metrics.STALLED.labels(str(layer)).set(report.by_layer.get(layer, 0))
 
 
 async def run_once(services: Services) -> SweepReport:
     """One sweep from fresh LISTs (`taubot monitor --once`)."""
-    clients: list[Any] = []
+    started = time.perf_counter()
+    monitor = Monitor(services, leased=False)
+    report = SweepReport()
     try:
-        return await sweep(services, await _listed_caches(services, clients))
+        await monitor.sync()
+        budget = [services.settings.monitor_log_reads_per_sweep]
+        for cluster in monitor.clusters.values():
+            await cluster.cache.list_all()
+            await monitor.sweep(cluster, report, budget)
     finally:
-        for api in clients:
-            await api.close()
+        await monitor.close()
+    report.seconds = time.perf_counter() - started
+    _publish(report)
+    return report
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=max(0.0, seconds))
 
 
 async def run_forever(services: Services, stop: asyncio.Event) -> None:
-    """LIST once, WATCH from there, sweep every interval while holding the lease."""
-    lease = Lease(services.redis, services.settings.monitor_lease_seconds)
-    clients: list[Any] = []
-    caches: dict[str, tuple[Cache, KubeReader]] = {}
-    tasks: list[asyncio.Task[None]] = []
+    """Follow the descriptors, keep each cluster's cache by WATCH, sweep every interval each cluster
+    whose lease this replica holds. Never exits for a fault: only for ``stop``."""
+    monitor = Monitor(services, leased=True)
+    monitor.stop = stop
+    interval = services.settings.monitor_interval_seconds
+    redis_down = False
     try:
-        caches.update(await _listed_caches(services, clients))
-        for cache, _reader in caches.values():
-            tasks += [asyncio.create_task(cache.watch(ns, kind, stop))
-                      for ns in cache.namespaces for kind in KINDS]
-        interval = services.settings.monitor_interval_seconds
         while not stop.is_set():
-            if lease.acquire_or_renew():
-                report = await sweep(services, caches)
-                if report.seconds > interval:
-                    log.warning("monitor: the sweep took %.1f s, longer than its %s s interval",
-                                report.seconds, interval)
+            began = time.monotonic()
+            report = SweepReport()
             try:
-                pause = min(interval, services.settings.monitor_lease_seconds / 2)
-                await asyncio.wait_for(stop.wait(), timeout=pause)
-            except TimeoutError:
-                pass
+                await monitor.sync()
+                await _until_synced(monitor, stop)
+                budget = [services.settings.monitor_log_reads_per_sweep]
+                for cluster in list(monitor.clusters.values()):
+                    assert cluster.lease is not None
+                    if not await asyncio.to_thread(cluster.lease.acquire_or_renew):
+                        continue
+                    await monitor.sweep(cluster, report, budget)
+                if redis_down:
+                    log.info("monitor: Redis answers again; sweeping as usual")
+                    redis_down = False
+            except redis.RedisError as exc:
+                metrics.MONITOR_REDIS_DOWN.inc()
+                log.warning("monitor: Redis unreachable (%s): posting nothing, keeping the cache, retrying "
+                            "in %.0f s", type(exc).__name__, REDIS_RETRY_SECONDS)
+                redis_down = True
+                await _wait(stop, REDIS_RETRY_SECONDS)
+                continue
+            except LeaseLost as exc:
+                log.warning("monitor: lost the lease %s mid-sweep: another replica posts now", exc)
+            except Exception:  # noqa: BLE001 - the loop itself never dies; the next sweep runs as usual
+                metrics.MONITOR_RUN_ERRORS.labels("sweep").inc()
+                log.exception("monitor: a sweep failed; the next one runs as usual")
+            report.seconds = time.monotonic() - began
+            _publish(report)
+            log.info("monitor: swept %d runs in %.1f s: %d stalled, posts %s, errors %d, unread %d",
+                     report.runs, report.seconds, report.stalled, dict(sorted(report.posts.items())),
+                     report.errors, len(report.unread))
+            if report.seconds > interval:
+                log.warning("monitor: the sweep took %.1f s, longer than its %s s interval",
+                            report.seconds, interval)
+            await _hold_until(monitor, stop, began + interval)
     finally:
-        lease.release()
-        for task in tasks:
-            task.cancel()
-        for api in clients:
-            await api.close()
+        await monitor.close()
 
 
-__all__ = ["SweepReport", "run_forever", "run_once", "sweep"]
+async def _hold_until(monitor: Monitor, stop: asyncio.Event, deadline: float) -> None:
+    """Wait for the next sweep, renewing the leases this replica holds every third of a lease."""
+    step = monitor.services.settings.monitor_lease_seconds / 3
+    while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+        await _wait(stop, min(left, step))
+        for cluster in list(monitor.clusters.values()):
+            if cluster.lease is not None and cluster.lease.renewed_recently(step * 2):
+                with contextlib.suppress(redis.RedisError):
+                    await asyncio.to_thread(cluster.lease.renew)
+
+
+async def _until_synced(monitor: Monitor, stop: asyncio.Event) -> None:
+    """Wait (a little) for namespaces still on their first LIST, so the first sweep sees them."""
+    pending = [s for c in monitor.clusters.values() for s in c.cache.stores.values() if not s.synced]
+    if not pending:
+        return
+    waits = [asyncio.ensure_future(s.until(lambda s=s: s.synced)) for s in pending]
+    waits.append(asyncio.ensure_future(stop.wait()))
+    try:
+        await asyncio.wait_for(asyncio.gather(*waits[:-1]), SYNC_WAIT_SECONDS)
+    except TimeoutError:
+        pass
+    finally:
+        for w in waits:
+            w.cancel()
+
+
+__all__ = ["GatedSurface", "Monitor", "SweepReport", "run_forever", "run_once", "sweep_workspace"]

@@ -35,8 +35,10 @@ class Surface(Protocol):
     """What a flow may do with messages."""
 
     def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
-             thread_ts: str | None = None, paced: float | None = None) -> Sent | Failed:
-        """A new message (``paced``: wait at most that long for the channel's pace)."""
+             thread_ts: str | None = None, paced: float | None = None,
+             metadata: dict[str, Any] | None = None) -> Sent | Failed:
+        """A new message (``paced``: wait at most that long for the channel's pace; ``metadata``:
+        Slack message metadata, ``{"event_type", "event_payload"}``)."""
 
     def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]], *,
                max_wait: float, reserve_within: float = 0.0, reserved: bool = False) -> Sent | Failed:
@@ -51,6 +53,10 @@ class Surface(Protocol):
         """An ephemeral answer through a command's or press's ``response_url``."""
 
     def permalink(self, channel: str, ts: str) -> str | None: ...
+
+    def history(self, channel: str, oldest: float, *, limit: int = 1000) -> list[dict[str, Any]] | Failed:
+        """The channel's top-level messages since ``oldest`` (epoch seconds), newest first, with
+        their metadata (``conversations.history`` with ``include_all_metadata``); at most ``limit``."""
 
     def upload(self, channel: str, thread_ts: str | None, filename: str, content: str,
                title: str) -> Sent | Failed:

@@ -76,7 +76,8 @@ class SlackSurface:
         return Failed(kind="unreachable", error=type(exc).__name__)
 
     def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
-             thread_ts: str | None = None, paced: float | None = None) -> Sent | Failed:
+             thread_ts: str | None = None, paced: float | None = None,
+             metadata: dict[str, Any] | None = None) -> Sent | Failed:
         if paced is not None and self.pacer is not None:
             if paced <= 0:
                 wait = self.pacer.try_acquire("chat.postMessage", channel)
@@ -87,7 +88,7 @@ class SlackSurface:
         try:
             response = self.client.chat_postMessage(channel=channel, text=text, blocks=blocks,
                                                     thread_ts=thread_ts, unfurl_links=False,
-                                                    unfurl_media=False)
+                                                    unfurl_media=False, metadata=metadata)
         except (SlackApiError, SlackClientError, OSError) as exc:
             return self._failed(exc, CANNOT_POST, "chat.postMessage")
         SLACK_CALLS.labels("chat.postMessage", "ok").inc()
@@ -133,6 +134,24 @@ class SlackSurface:
             log.info("no permalink for %s/%s: %s", channel, ts, exc)
             return None
         return link if _PERMALINK.match(link) else None
+
+    def history(self, channel: str, oldest: float, *, limit: int = 1000) -> list[dict[str, Any]] | Failed:
+        """``conversations.history`` pages (200 each) back to ``oldest``; needs `channels:history`
+        (`groups:history` for a private channel)."""
+        found: list[dict[str, Any]] = []
+        cursor: str | None = None
+        try:
+            while len(found) < limit:
+                page = self.client.conversations_history(channel=channel, oldest=f"{oldest:.6f}", limit=200,
+                                                         include_all_metadata=True, cursor=cursor)
+                found += list(page.get("messages") or [])
+                cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+                if not cursor or not page.get("has_more"):
+                    break
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, GONE, "conversations.history")
+        SLACK_CALLS.labels("conversations.history", "ok").inc()
+        return found[:limit]
 
     def upload(self, channel: str, thread_ts: str | None, filename: str, content: str,
                title: str) -> Sent | Failed:

@@ -83,10 +83,12 @@ class TerminalSurface:
         self.write(f"{indent}{head}\n{framed}\n")
 
     def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
-             thread_ts: str | None = None, paced: float | None = None) -> Sent | Failed:
+             thread_ts: str | None = None, paced: float | None = None,
+             metadata: dict[str, Any] | None = None) -> Sent | Failed:
         with self._lock:
             ts = f"{next(self._ts)}.000000"
-            self.messages[(channel, ts)] = {"text": text, "blocks": blocks, "thread_ts": thread_ts}
+            self.messages[(channel, ts)] = {"text": text, "blocks": blocks, "thread_ts": thread_ts,
+                                            "metadata": metadata}
             where = "↳ in thread" if thread_ts else f"# {channel}"
             self._show(where, channel, ts, thread_ts, text, blocks)
         return Sent(channel=channel, ts=ts)
@@ -100,6 +102,12 @@ class TerminalSurface:
             message.update(text=text, blocks=blocks)
             self._show("✎ card updated", channel, ts, message.get("thread_ts"), text, blocks)
         return Sent(channel=channel, ts=ts)
+
+    def history(self, channel: str, oldest: float, *, limit: int = 1000) -> list[dict[str, Any]] | Failed:
+        with self._lock:
+            found = [{"ts": ts, **m} for (ch, ts), m in self.messages.items()
+                     if ch == channel and not m.get("thread_ts") and float(ts) >= oldest]
+        return sorted(found, key=lambda m: float(m["ts"]), reverse=True)[:limit]
 
     def ephemeral(self, channel: str, user: str, text: str) -> bool:
         self.write(f"(only you) {mrkdwn_to_text(text)}\n")

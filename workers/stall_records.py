@@ -1,0 +1,94 @@
+"""The stall monitor's records in Redis, shared by the monitor (which writes them) and the Mute
+flow (which reads a post's mute record and writes the mute): one module both import, so neither
+package reads the other's keys (no `flows ↔ monitor` cycle).
+
+A post record is keyed by the run's `metadata.uid` (a run re-created with the
+same name is a new run) and lives while the run exists plus 24 h: every sweep
+that still sees the run renews it (`touch`). Mutes stay keyed by run name: a
+mute is a person's decision about "this run", for 24 h.
+"""
+
+from __future__ import annotations
+
+import json
+
+import redis
+from pydantic import BaseModel, Field
+
+PREFIX = "taubot:monitor:"
+RECORD_TTL = 24 * 3600  # after the run was last seen
+EVENT_TYPE = "taubot_stall"  # Slack message metadata of every auto-post
+
+
+class PostRecord(BaseModel):
+    """A run's (or a group's) current auto-post."""
+
+    channel: str
+    ts: str
+    run: str = ""
+    namespace: str = ""
+    layer: int = 0
+    reason: str = ""
+    phase: str = ""
+    group: str | None = None
+    label: str = ""
+    members: dict[str, dict[str, str]] = Field(default_factory=dict)  # groups: uid → {run, phase, since}
+    state: str = "stalled"  # stalled | recovered | finished | deleted | left | resolved
+    posted_at: float = 0.0  # epoch seconds of the top-level post (a re-stall after 24 h posts anew)
+    degraded: bool = False  # posted as plain text: the card failed Block Kit validation
+
+
+class MuteRecord(BaseModel):
+    """What a Mute button stands for (its value is only this record's signed id)."""
+
+    workspace: str
+    namespace: str
+    runs: list[tuple[str, str]]  # (run, kind)
+    channel: str
+    ts: str
+
+
+def record_key(ws: str, uid: str) -> str:
+    return f"{PREFIX}rec:{ws}:{uid}"
+
+
+def group_key(ws: str, digest: str) -> str:
+    return f"{PREFIX}group:{ws}:{digest}"
+
+
+def posted_set(ws: str) -> str:
+    """The uids of a workspace's runs with a record (pruned as records expire)."""
+    return f"{PREFIX}posted:{ws}"
+
+
+def claim_key(ws: str, ident: str) -> str:
+    """A post in flight: set before the post, deleted once its record is saved."""
+    return f"{PREFIX}claim:{ws}:{ident}"
+
+
+def mute_key(ws: str, ns: str, run: str) -> str:
+    return f"{PREFIX}mute:{ws}:{ns}:{run}"
+
+
+def mute_record_key(record_id: str) -> str:
+    return f"{PREFIX}mute-record:{record_id}"
+
+
+def load(conn: redis.Redis, key: str) -> PostRecord | None:
+    raw = conn.get(key)
+    return PostRecord.model_validate_json(raw) if raw else None
+
+
+def save(conn: redis.Redis, ws: str, key: str, record: PostRecord, uid: str | None = None) -> None:
+    conn.set(key, record.model_dump_json(), ex=RECORD_TTL)
+    if uid is not None:
+        conn.sadd(posted_set(ws), uid)
+
+
+def muted(conn: redis.Redis, ws: str, ns: str, run: str) -> dict | None:
+    raw = conn.get(mute_key(ws, ns, run))
+    return json.loads(raw) if raw else None
+
+
+__all__ = ["EVENT_TYPE", "PREFIX", "RECORD_TTL", "MuteRecord", "PostRecord", "claim_key", "group_key", "load",
+           "mute_key", "mute_record_key", "muted", "posted_set", "record_key", "save"]
