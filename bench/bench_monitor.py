@@ -1,109 +1,259 @@
-"""The stall monitor's sweep over 5,000 runs (50,000 pods) in its cache (issue 13).
+"""The stall monitor at scale, as it runs: `taubot monitor` in its own process (issue 24).
 
-Figures: CPU seconds per sweep (goal ≤ 2 s), API requests per sweep after the
-first (goal: 0 LISTs — the cache is kept by WATCH), and memory. The cache is
-filled as a LIST would fill it; the surface is a terminal writing nowhere and
-Redis is fakeredis, so only taubot's own work is measured. Most runs are
-healthy; one in fifty waits for quota, one in a hundred crash-loops.
+What runs: the Kubernetes API emulator in its own process (bench/emulator_process.py) with WATCH
+and bookmarks, the real `taubot monitor` process, a private `redis-server`, and the fake Slack on a
+thread here. One descriptor (and channel) per namespace. Each run is a Job, its Workload and one
+pod; 2 % are stuck from the start (1 % waiting for quota — one group post per namespace — and 1 %
+crash-looping — one post each). Figures:
 
-    .venv/bin/python -m bench.bench_monitor [--runs 5000]
+* time from the monitor's start to its first post (goal ≤ 2 min);
+* threshold crossing → post: runs whose image pull started failing 5 min minus 40 s before they are
+  added, so they cross the 5-minute threshold while the monitor runs (goal ≤ interval + 30 s);
+* streams open / needed (from its /metrics), API requests per sweep after the first (the emulator's
+  count over some sweeps), max posts per second into one channel (≤ 1), the monitor's peak RSS
+  (goal ≤ 1.5 GB at 20,000 runs) and its CPU per sweep (utime+stime from /proc).
+
+    .venv/bin/python -m bench.bench_monitor [--runs 5000 --namespaces 50] [--cluster-wide]
+    .venv/bin/python -m bench.bench_monitor --scale      # 5,000 in 50, then 20,000 in 200
+
+The last line of each scenario keeps the old summary's form (`sweep CPU: first … then …`) for
+`python -m bench`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import resource
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 import time
-import tracemalloc
-from datetime import timedelta
+import urllib.request
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from tempfile import TemporaryDirectory
+from typing import Any
 
-import fakeredis
 import yaml
 
+from bench.emulator_process import EmulatorProcess
+from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fixtures import k8s
-from workers.clock import ManualClock
-from workers.gc_tuning import tune_gc
-from workers.monitor.cache import KINDS, Cache
-from workers.monitor.run import SweepReport, sweep_workspace
-from workers.queue import InlineQueue
-from workers.services import Services
-from workers.settings import Settings
-from workers.surfaces.terminal import TerminalSurface
-from workers.workspaces import load_descriptors
 
-NOW = k8s.T0 + timedelta(minutes=60)
+REPO = Path(__file__).resolve().parents[1]
+TOKEN = "xoxb-bench-monitor"
+INTERVAL = 30
+CROSSING = 10  # runs that cross their threshold while the monitor runs
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-class NoReader:
-    """A reader that must never be called: a sweep reads only its cache (logs aside)."""
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
-    requests_made = 0
+
+def namespace(i: int) -> str:
+    return f"team-{i:03d}"
 
 
-def objects(n_runs: int, pods_per_run: int) -> list[dict]:
-    out: list[dict] = [k8s.local_queue("team-a")]
-    for i in range(n_runs):
-        name = f"run-{i:05d}"
-        if i % 50 == 0:
-            j = k8s.job(name, suspend=True)
+def channel(i: int) -> str:
+    return f"C0BENCH{i:03d}"
+
+
+def objects(runs: int, namespaces: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for n in range(namespaces):
+        out.append(k8s.local_queue("team-a", ns=namespace(n)))
+    for i in range(runs):
+        ns, name = namespace(i % namespaces), f"run-{i:05d}"
+        if i % 100 == 0:
+            j = k8s.job(name, ns=ns, suspend=True)
             out += [j, k8s.workload(j, state="pending")]
             continue
-        j = k8s.job(name, suspend=False, active=pods_per_run, parallelism=pods_per_run)
-        out += [j, k8s.workload(j, state="admitted")]
-        for p in range(pods_per_run):
-            crashing = i % 100 == 1 and p == 0
-            container = k8s.crash_loop(exit_code=1, reason="Error") if crashing else k8s.running()
-            out.append(k8s.job_pod(j, p, node=f"gpu-node-{i % 600}", phase="Running", containers=[container]))
+        j = k8s.job(name, ns=ns, suspend=False, active=1)
+        container = k8s.crash_loop(exit_code=1, reason="Error") if i % 100 == 50 else k8s.running()
+        out += [j, k8s.workload(j, state="admitted"),
+                k8s.job_pod(j, node=f"gpu-node-{i % 600}", phase="Running", containers=[container])]
     return out
+
+
+def crossing(i: int, namespaces: int, now: datetime) -> tuple[list[dict[str, Any]], datetime]:
+    """A run whose pull has failed for 5 min minus 40 s: (its objects, when it crosses 5 min)."""
+    t0 = now - timedelta(minutes=5) + timedelta(seconds=40)
+    ns, name = namespace((i * 7) % namespaces), f"cross-{i:02d}"
+    j = k8s.job(name, ns=ns, suspend=False, active=1, t0=t0)
+    pod = k8s.job_pod(j, t0=t0, node="gpu-node-1", phase="Pending", containers=[k8s.image_pull_backoff()])
+    ready = next((c for c in pod["status"].get("conditions") or [] if c.get("type") == "Ready"), None)
+    since = (ready or {}).get("lastTransitionTime") or pod["metadata"]["creationTimestamp"]
+    return [j, k8s.workload(j, state="admitted", t0=t0), pod], \
+        datetime.fromisoformat(since.replace("Z", "+00:00")) + timedelta(minutes=5)
+
+
+def descriptors(directory: Path, namespaces: int, server: str) -> None:
+    for n in range(namespaces):
+        (directory / f"ws-{n:03d}.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "taugrid.io/v1alpha1", "kind": "WorkspaceConnection",
+            "metadata": {"name": f"ws-{n:03d}"},
+            "spec": {"cluster": {"server": server}, "namespace": namespace(n), "workspace": f"ws-{n:03d}",
+                     "localQueue": "team-a", "slack": {"channels": [channel(n)]}}}))
+
+
+class Monitor:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "workers.cli", "monitor"], env=env, cwd=REPO,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.sweeps: list[tuple[float, int, float]] = []  # (arrival, runs, seconds)
+        import threading
+
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if m := re.search(r"swept (\d+) runs in ([\d.]+) s", line):
+                self.sweeps.append((time.monotonic(), int(m.group(1)), float(m.group(2))))
+            elif "Traceback" in line or "ERROR" in line:
+                print("  monitor:", line.rstrip()[:200], flush=True)
+
+    def cpu(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def peak_rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def wait(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: {what} not within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def metric(port: int, name: str) -> float:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+               if line.startswith(name) and not line.startswith("#"))
+
+
+def tops(fake: FakeSlack) -> list[Any]:
+    return [c for c in fake.calls_to("chat.postMessage")
+            if not c.params.get("thread_ts") and c.response.get("ok")]
+
+
+def scenario(runs: int, namespaces: int, cluster_wide: bool) -> None:
+    mode = "one cluster-wide WATCH per kind" if cluster_wide else "one WATCH per namespace and kind"
+    print(f"\n== {runs:,} runs in {namespaces} namespaces ({mode}), 2 % stuck, interval {INTERVAL} s",
+          flush=True)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-monitor-"))
+    port = free_port()
+    redis_proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(port),
+                                   "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                   "--dir", str(workdir)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert redis_proc.stdout is not None
+    for line in redis_proc.stdout:
+        if "Ready to accept connections" in line:
+            break
+    items = objects(runs, namespaces)
+    try:
+        with (EmulatorProcess(items, bookmarks=60) as emu,
+              running_fake_slack(token=TOKEN, ts_clock=time.time) as fake):
+            (workdir / "ws").mkdir()
+            descriptors(workdir / "ws", namespaces, emu.base_url)
+            metrics_port = free_port()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("TAUBOT_")}
+            env.update({"TAUBOT_WORKSPACES_DIR": str(workdir / "ws"), "TAUBOT_SLACK_BOT_TOKEN": TOKEN,
+                        "TAUBOT_SLACK_API_URL": fake.api_url,
+                        "TAUBOT_REDIS_URL": f"redis://127.0.0.1:{port}/0",
+                        "TAUBOT_BUTTON_SIGNING_KEY": "k" * 32, "TAUBOT_METRICS_PORT": str(metrics_port),
+                        "TAUBOT_METRICS_HOST": "127.0.0.1", "TAUBOT_MONITOR_INTERVAL_SECONDS": str(INTERVAL),
+                        "TAUBOT_MONITOR_LOG_READS_PER_SWEEP": "0", "TAUBOT_LOG_FORMAT": "text",
+                        "TAUBOT_MONITOR_CLUSTER_WIDE": "true" if cluster_wide else "false"})
+            started = time.monotonic()
+            monitor = Monitor(env)
+            try:
+                wait(lambda: bool(tops(fake)), 600, "a first post")
+                first_post = time.monotonic() - started
+                wait(lambda: any(n == runs for _, n, _ in monitor.sweeps), 900, "a full sweep")
+                full_at = next(at for at, n, _ in monitor.sweeps if n == runs)
+                streams = metric(metrics_port, "taubot_monitor_streams")
+                needed = 8 if cluster_wide else 8 * namespaces
+                wait(lambda: len(monitor.sweeps) >= 2 and monitor.sweeps[-1][0] > full_at, 600,
+                     "a second sweep")
+                # API requests and CPU over the next sweeps (the cache is kept by WATCH)
+                n0, req0, cpu0 = len(monitor.sweeps), emu.request_count(), monitor.cpu()
+                now = datetime.now(UTC)
+                crossings = [crossing(i, namespaces, now) for i in range(CROSSING)]
+                emu.upsert([o for objs, _ in crossings for o in objs])
+                mono_of = lambda wall: time.monotonic() + (wall - datetime.now(UTC)).total_seconds()  # noqa: E731
+                cross_at = {f"cross-{i:02d}": mono_of(at) for i, (_, at) in enumerate(crossings)}
+                wait(lambda: all(any(f"`{name}`" in str(c.params.get("blocks")) for c in tops(fake))
+                                 for name in cross_at), 600, "every crossing posted")
+                latency = []
+                for name, at in cross_at.items():
+                    post = next(c for c in tops(fake) if f"`{name}`" in str(c.params.get("blocks")))
+                    latency.append(post.at - at)
+                wait(lambda: len(monitor.sweeps) >= n0 + 2, 600, "two more sweeps")
+                sweeps = len(monitor.sweeps) - n0
+                requests = (emu.request_count() - req0) / sweeps
+                cpu_per_sweep = (monitor.cpu() - cpu0) / sweeps
+                per_second: Counter[tuple[str, int]] = Counter()
+                for c in fake.calls_to("chat.postMessage"):
+                    per_second[(str(c.params.get("channel")), int(c.at))] += 1
+                rss = monitor.peak_rss_mb()
+                stream_requests = metric(metrics_port, "taubot_monitor_stream_requests_total")
+            finally:
+                monitor.stop()
+            seconds = [s for _, n, s in monitor.sweeps if n == runs]
+            print(f"time to first post: {first_post:.1f} s (goal ≤ 120 s); first full sweep "
+                  f"{full_at - started:.1f} s after start", flush=True)
+            print(f"threshold crossing → post: median {sorted(latency)[len(latency) // 2]:.1f} s, "
+                  f"max {max(latency):.1f} s (goal ≤ interval + 30 = {INTERVAL + 30} s)")
+            print(f"streams open / needed: {streams:.0f} / {needed}; LIST+WATCH requests started by the "
+                  f"cache: {stream_requests:.0f}")
+            print(f"API requests per sweep after the first: {requests:.1f} (log reads off; WATCH re-opens "
+                  f"only)")
+            print(f"max posts per second into one channel: {max(per_second.values())} (goal ≤ 1); "
+                  f"top-level posts {len(tops(fake))}")
+            print(f"monitor peak RSS: {rss:.0f} MB (goal ≤ 1536 MB at 20,000 runs)")
+            print(f"sweep CPU: first {seconds[0] if seconds else 0:.2f} s wall, then {cpu_per_sweep:.2f} s "
+                  f"CPU per sweep (interval {INTERVAL} s)")
+    finally:
+        redis_proc.terminate()
+        redis_proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5000)
-    parser.add_argument("--pods", type=int, default=10)
+    parser.add_argument("--namespaces", type=int, default=50)
+    parser.add_argument("--cluster-wide", action="store_true")
+    parser.add_argument("--scale", action="store_true",
+                        help="5,000 runs in 50 namespaces, then 20,000 in 200")
     args = parser.parse_args()
-    items = objects(args.runs, args.pods)
-    pods = sum(o["kind"] == "Pod" for o in items)
-    with TemporaryDirectory() as tmp:
-        (Path(tmp) / "vision.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "taugrid.io/v1alpha1", "kind": "WorkspaceConnection",
-            "metadata": {"name": "vision"},
-            "spec": {"cluster": {"server": "http://127.0.0.1:1"}, "namespace": k8s.NS,
-                     "workspace": "vision", "localQueue": "team-a", "slack": {"channels": ["C0BENCH"]}}}))
-        clock = ManualClock(NOW)
-        settings = Settings(workspaces_dir=Path(tmp), button_signing_key="k" * 32,
-                            monitor_log_reads_per_sweep=0)
-        services = Services(settings=settings, redis=fakeredis.FakeRedis(),
-                            surface=TerminalSurface(lambda _: None),
-                            queue=InlineQueue(clock.now, lambda *_: None), clock=clock)
-        ws = load_descriptors(tmp).descriptors[0].descriptor
-        cache = Cache(NoReader(), [k8s.NS])  # type: ignore[arg-type]
-        for kind in KINDS:
-            store = cache.stores[(k8s.NS, kind.name)]
-            store.objects = {o["metadata"]["name"]: o for o in items if o["kind"] == kind.name}
-            store.version = "1"
-        tune_gc()  # the collector as `taubot monitor` sets it (workers/gc_tuning.py)
-        cpu = []
-        for i in range(3):
-            started = time.process_time()
-            report = SweepReport()
-            asyncio.run(sweep_workspace(services, ws, cache, NoReader(), report, [0]))  # type: ignore[arg-type]
-            cpu.append(time.process_time() - started)
-            if i == 0:
-                first = report
-        tracemalloc.start()
-        asyncio.run(sweep_workspace(services, ws, cache, NoReader(), SweepReport(), [0]))  # type: ignore[arg-type]
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"cache: {args.runs:,} runs, {pods:,} pods")
-    print(f"sweep CPU: first {cpu[0]:.2f} s (posts {sum(first.posts.values())}), then {cpu[1]:.2f} s, "
-          f"{cpu[2]:.2f} s (goal ≤ 2 s); stalled {first.stalled}")
-    print(f"API requests per sweep: {NoReader.requests_made} (the cache is read, nothing is LISTed)")
-    print(f"memory: peak traced during a sweep {peak / 1e6:.0f} MB, max RSS {rss:.0f} MB")
+    if args.scale:
+        scenario(5000, 50, args.cluster_wide)
+        scenario(20000, 200, args.cluster_wide)
+    else:
+        scenario(args.runs, args.namespaces, args.cluster_wide)
     return 0
 
 

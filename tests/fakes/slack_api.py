@@ -79,6 +79,7 @@ class SlackCall:
     headers: dict[str, str]
     status: int = 200
     response: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.monotonic)  # when it arrived (benchmarks measure rates)
 
 
 @dataclass

@@ -310,3 +310,46 @@ def test_monitor_once_cli_sweeps_every_time_and_exits_zero(tmp_path: Path, redis
         # The worker's clock is the system's: every fixture run is long stuck by now.
         assert first["stalled"] >= 5 and second["stalled"] == first["stalled"]  # both sweeps ran
         assert posted >= 3 and again == posted  # …and the second posted nothing twice
+
+
+def test_cluster_wide_streams_keep_only_the_watched_namespaces_stripped(env: Env) -> None:
+    """One WATCH per kind for the whole cluster (TAUBOT_MONITOR_CLUSTER_WIDE): objects of namespaces
+    no descriptor names are dropped on arrival; kept objects lose managedFields and kubectl's
+    last-applied copy (fields no phase reads), and keep every other annotation."""
+    stranger = k8s.job("not-ours", ns="team-other", suspend=True)
+    env.emu.upsert(stranger)
+    applied = k8s.job("applied-run", suspend=True)
+    applied["metadata"]["managedFields"] = [{"manager": "kubectl-client-side-apply", "operation": "Update"}]
+    applied["metadata"].setdefault("annotations", {}).update({
+        "kubectl.kubernetes.io/last-applied-configuration": '{"apiVersion":"batch/v1","kind":"Job"}',
+        "taugrid.io/submitted-by": "alice@example.com"})
+    env.emu.upsert(applied)
+
+    async def scenario() -> tuple[set[str], dict, bool, int]:
+        api = await env.services.kube.bot(env.services.registry.descriptors[0].descriptor.cluster_target())
+        async with api:
+            cache = Cache(KubeReader(api), [k8s.NS], cluster_wide=True)
+            await cache.list_all()
+            stop = asyncio.Event()
+            cache.start(stop)
+            store = cache.stores[(k8s.NS, "Job")]
+            env.emu.upsert(k8s.job("late-run", suspend=True))
+            env.emu.upsert(k8s.job("late-stranger", ns="team-other", suspend=True))
+            await asyncio.wait_for(store.until(lambda: "late-run" in store.objects), 10)
+            names = {n for (ns, kind), s in cache.stores.items() if kind == "Job" for n in s.objects}
+            cache.set_namespaces([k8s.NS, AUDIO_NS])  # a descriptor added: a fresh cluster-wide LIST
+            audio = cache.stores[(AUDIO_NS, "LocalQueue")]
+            await asyncio.wait_for(audio.until(lambda: audio.synced), 10)
+            stop.set()
+            await cache.close()
+            return names, store.objects["applied-run"]["metadata"], bool(audio.objects), len(cache.streams)
+
+    names, kept, audio_listed, streams = asyncio.run(scenario())
+    assert "late-run" in names and "applied-run" in names
+    assert not {"not-ours", "late-stranger"} & names
+    assert "managedFields" not in kept
+    assert kept["annotations"]["taugrid.io/submitted-by"] == "alice@example.com"
+    assert "kubectl.kubernetes.io/last-applied-configuration" not in kept["annotations"]
+    assert audio_listed and streams == 8  # eight kinds, whatever the number of namespaces
+    cluster_wide = [r for r in env.emu.requests if "/namespaces/" not in r.path]
+    assert cluster_wide and all(r.method == "GET" for r in cluster_wide)

@@ -384,7 +384,7 @@ def leave_group(services: Services, ws: str, uid: str, why: str, at: str) -> Non
     if members:
         _edit(services, record.channel, record.ts, _group_edit(record.label, members))
         _reply(services, record.channel, record.ts, f"✅ {code(run, 80)} {why} at {at} and left this group.",
-               "leave", uid, why)
+               "leave", uid, why, at)
         save(services.redis, ws, key, record.model_copy(update={"members": members}))
         return
     resolved = {"runs": "_no run is stalled any more_", "fallback": escape(f"Resolved: {record.label}", 500)}
@@ -445,7 +445,7 @@ def settle(services: Services, ws: str, present: set[str], still_stalled: set[st
             _edit(services, record.channel, record.ts, lambda old, st=status: _closed(old, st))
             icon = "🗑️" if state == "deleted" else "✅"
             _reply(services, record.channel, record.ts, f"{icon} {code(record.run, 80)} {word} at {at}.",
-                   "settle", str(record.posted_at), record.reason, state)
+                   "settle", str(record.posted_at), record.reason, state, at)
         else:
             leave_group(services, ws, uid, word, at)
         save(services.redis, ws, key, record.model_copy(update={"state": state}), uid)
