@@ -70,12 +70,13 @@ def objects(runs: int, namespaces: int) -> list[dict[str, Any]]:
         out.append(k8s.local_queue("team-a", ns=namespace(n)))
     for i in range(runs):
         ns, name = namespace(i % namespaces), f"run-{i:05d}"
-        if i % 100 == 0:
+        k = i // namespaces  # the run's place in its namespace: 2 % of each namespace is stuck
+        if k % 100 == 0:
             j = k8s.job(name, ns=ns, suspend=True)
             out += [j, k8s.workload(j, state="pending")]
             continue
         j = k8s.job(name, ns=ns, suspend=False, active=1)
-        container = k8s.crash_loop(exit_code=1, reason="Error") if i % 100 == 50 else k8s.running()
+        container = k8s.crash_loop(exit_code=1, reason="Error") if k % 100 == 50 else k8s.running()
         out += [j, k8s.workload(j, state="admitted"),
                 k8s.job_pod(j, node=f"gpu-node-{i % 600}", phase="Running", containers=[container])]
     return out
