@@ -205,11 +205,11 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool) -> None:
                 emu.upsert([o for objs, _ in crossings for o in objs])
                 mono_of = lambda wall: time.monotonic() + (wall - datetime.now(UTC)).total_seconds()  # noqa: E731
                 cross_at = {f"cross-{i:02d}": mono_of(at) for i, (_, at) in enumerate(crossings)}
-                wait(lambda: all(any(f"`{name}`" in str(c.params.get("blocks")) for c in tops(fake))
+                wait(lambda: all(any(name in str(c.params.get("blocks")) for c in tops(fake))
                                  for name in cross_at), 600, "every crossing posted")
                 latency = []
                 for name, at in cross_at.items():
-                    post = next(c for c in tops(fake) if f"`{name}`" in str(c.params.get("blocks")))
+                    post = next(c for c in tops(fake) if name in str(c.params.get("blocks")))
                     latency.append(post.at - at)
                 wait(lambda: len(monitor.sweeps) >= n0 + 2, 600, "two more sweeps")
                 sweeps = len(monitor.sweeps) - n0

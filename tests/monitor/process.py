@@ -200,14 +200,20 @@ class World:
                 if c.params.get("channel") == channel and not c.params.get("thread_ts") and c.response.get("ok")]
 
     def posts_of(self, name: str, channel: str = VISION) -> list[SlackCall]:
-        """Top-level posts naming the run ``name`` (its card, or a group card listing it)."""
-        return [c for c in self.tops(channel) if f"`{name}`" in text_of(c)]
+        """Top-level posts naming the run ``name`` (its card's header, a group card's list, or the
+        escaped text of a degraded post) — as a whole name, not a prefix of another."""
+        named = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+        return [c for c in self.tops(channel) if named.search(text_of(c))]
 
     def replies(self, ts: str, channel: str = VISION) -> list[str]:
         return [m["text"] for m in self.slack.thread(channel, ts)]
 
     def wait_posted(self, name: str, channel: str = VISION, timeout: float = 30.0) -> SlackCall:
-        self.slack.wait_until(lambda: bool(self.posts_of(name, channel)), timeout, f"a post of {name}")
+        try:
+            self.slack.wait_until(lambda: bool(self.posts_of(name, channel)), timeout, f"a post of {name}")
+        except AssertionError as exc:
+            log = "\n".join(x for m in self.monitors for x in m.lines[-60:] if "swept" not in x)[-4000:]
+            raise AssertionError(f"{exc}; the monitor said:\n{log}") from None
         return self.posts_of(name, channel)[0]
 
     def wait_reply(self, ts: str, needle: str, channel: str = VISION, timeout: float = 30.0) -> str:

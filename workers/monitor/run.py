@@ -410,8 +410,8 @@ async def run_forever(services: Services, stop: asyncio.Event) -> None:
                     redis_down = False
             except redis.RedisError as exc:
                 metrics.MONITOR_REDIS_DOWN.inc()
-                log.warning("monitor: Redis unreachable (%s): posting nothing, keeping the cache, retrying "
-                            "in %.0f s", type(exc).__name__, REDIS_RETRY_SECONDS)
+                log.warning("monitor: Redis unreachable (%s: %s): posting nothing, keeping the cache, "
+                            "retrying in %.0f s", type(exc).__name__, str(exc)[:200], REDIS_RETRY_SECONDS)
                 redis_down = True
                 await _wait(stop, REDIS_RETRY_SECONDS)
                 continue
