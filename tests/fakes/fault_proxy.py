@@ -29,7 +29,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -360,22 +360,4 @@ class TcpFaultProxy:
         self._thread.stop()
 
 
-@contextlib.contextmanager
-def http_fault_proxy(upstream: str) -> Iterator[HttpFaultProxy]:
-    proxy = HttpFaultProxy(upstream)
-    try:
-        yield proxy
-    finally:
-        proxy.close()
-
-
-@contextlib.contextmanager
-def tcp_fault_proxy(port: int) -> Iterator[TcpFaultProxy]:
-    proxy = TcpFaultProxy(port)
-    try:
-        yield proxy
-    finally:
-        proxy.close()
-
-
-__all__ = ["HttpFaultProxy", "SeenRequest", "TcpFaultProxy", "http_fault_proxy", "tcp_fault_proxy"]
+__all__ = ["HttpFaultProxy", "SeenRequest", "TcpFaultProxy"]
