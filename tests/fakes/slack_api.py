@@ -349,6 +349,7 @@ class FakeSlack:
         with self._lock:
             self._hang[method] = "after" if after else "before"
             self.hung.clear()
+            self._hang_release = asyncio.Event()  # a fresh one: an earlier release must not let this go
 
     def release_hang(self) -> None:
         """Let a held call go on (its caller may be long dead)."""
@@ -362,10 +363,10 @@ class FakeSlack:
             self._delay[method] = seconds
 
     async def _held(self) -> None:
-        if self._hang_release is None:
-            self._hang_release = asyncio.Event()
+        with self._lock:
+            release = self._hang_release = self._hang_release or asyncio.Event()
         self.hung.set()
-        await self._hang_release.wait()
+        await release.wait()
 
     def down(self) -> None:
         """Simulate Slack unreachable: stop listening (connection refused) and drop
