@@ -827,11 +827,13 @@ def _demo_pods() -> list[tuple[str, Obj]]:
 RAY_DEMO_RUNS = ("ray-pretrain-live", "ray-data-prep")  # their heads answer: the dashboard's driver log
 
 
-def _ray_jobs() -> list[tuple[str, Obj]]:
+def _ray_jobs(names: tuple[str, ...] | None = RAY_DEMO_RUNS) -> list[tuple[str, Obj]]:
+    """(run, RayJob) of the demo's RayJobs that have a RayCluster (all of them for None)."""
     from shell import demo_cluster as demo
 
-    return [(r.name, o) for r in demo.RUNS if r.name in RAY_DEMO_RUNS
-            for o in demo.run_objects(r.example, r.example_run, r.name) if o["kind"] == "RayJob"]
+    return [(r.name, o) for r in demo.RUNS if names is None or r.name in names
+            for o in demo.run_objects(r.example, r.example_run, r.name)
+            if o["kind"] == "RayJob" and (o.get("status") or {}).get("rayClusterName")]
 
 
 def demo_node(name: str, *, gpus: int = 8, xid: str | None = None) -> Obj:
@@ -1026,7 +1028,9 @@ def demo_infrastructure() -> list[Obj]:
                                  xid="XID errors present in kernel logs: Xid 79 (GPU has fallen off the bus)"
                                  if n == demo.FAULTY_NODE else None) for n in nodes]
     objs += [dcgm.exporter_pod(n) for n in nodes if "a100" in n]
-    return objs + [head_service(rayjob["status"]["rayClusterName"]) for _, rayjob in _ray_jobs()]
+    # KubeRay creates the head Service with the RayCluster, so a crash-looping head has one too (its
+    # dashboard then does not answer: the proxy's "connection refused").
+    return objs + [head_service(rayjob["status"]["rayClusterName"]) for _, rayjob in _ray_jobs(None)]
 
 
 def main(argv: list[str] | None = None) -> int:

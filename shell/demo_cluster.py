@@ -238,6 +238,7 @@ def demo_cluster() -> Iterator[DemoCluster]:
         objects += run_objects(run.example, run.example_run, run.name, run.nodes)
     with tempfile.TemporaryDirectory(prefix="taubot-demo-") as tmp, running_emulator(objects) as emu, \
             running_mlflow() as mlflow:
+        emu.kubelet_log_states = True  # a container that never started says why, as the kubelet does
         serve_demo_io(emu, mlflow)
         cluster = DemoCluster(emulator=emu, directory=Path(tmp), mlflow_uri=mlflow.base_url)
         cluster._play_stage(0)

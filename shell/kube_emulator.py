@@ -462,6 +462,26 @@ def _convert_event(obj: dict[str, Any], to_group: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- the emulator
 
 
+def _kubelet_log_refusal(pod: Mapping[str, Any], container: str) -> str | None:
+    """Why the kubelet refuses a container's current log, or None when it has one: its
+    `validateContainerLogStatus` (pkg/kubelet/kubelet_pods.go) answers a container that never ran
+    with "waiting to start", naming the image-pull reasons in words. A pod with no node gets an
+    empty log from the API server itself (no location to stream from), so it is not refused here."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return None
+    name = (pod.get("metadata") or {}).get("name", "")
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    status = next((s for s in statuses if s.get("name") == container), None)
+    if status is None:
+        return f'container "{container}" in pod "{name}" is waiting to start - no logs yet'
+    state, last = status.get("state") or {}, status.get("lastState") or {}
+    if state.get("running") or state.get("terminated") or last.get("terminated"):
+        return None
+    reason = (state.get("waiting") or {}).get("reason", "")
+    words = {"ErrImagePull": "image can't be pulled", "ImagePullBackOff": "trying and failing to pull image"}
+    return f'container "{container}" in pod "{name}" is waiting to start: {words.get(reason, reason)}'
+
+
 class KubeEmulator:
     """An in-process Kubernetes API server; see the module docstring.
 
@@ -488,6 +508,9 @@ class KubeEmulator:
         self.pod_logs: dict[tuple[str, str, str | None], str] = dict(pod_logs or {})
         # The previous (terminated) instance's log of a container, as `kubectl logs --previous`.
         self.previous_logs: dict[tuple[str, str, str], str] = {}
+        # Opt-in (the demo cluster): a scheduled pod's container that never started answers as the
+        # kubelet does (`_kubelet_log_refusal`) instead of with an empty log.
+        self.kubelet_log_states = False
         self.requests: list[RecordedRequest] = []
         self.base_url = ""
         self._lock = threading.RLock()
@@ -1210,6 +1233,11 @@ class KubeEmulator:
                 raise _HTTPStatus(400, f"container {container} is not valid for pod {name}")
             text = self.pod_logs.get((ns, name, container),
                                      self.pod_logs.get((ns, name, None), ""))
+        if self.kubelet_log_states and query.get("previous") != "true":
+            main = container or (spec.get("containers") or [{}])[0].get("name", "")
+            refusal = _kubelet_log_refusal(pod, main)
+            if refusal:
+                raise _HTTPStatus(400, refusal)
         if query.get("previous") == "true":
             # kubelet: "previous terminated container %q in pod %q not found"
             previous = self.previous_logs.get((ns, name, container or ""))
