@@ -5,6 +5,7 @@
   library: no kube, logs, experiments, workspaces, flows, monitor, surfaces,
   services, render, no kubernetes_asyncio, aiohttp, redis, rq or Slack.
 * Rendering a card loads no Kubernetes client, HTTP client, Redis or rq.
+* No package imports back a package that imports it (flows ↔ monitor ↔ services, …).
 """
 
 from __future__ import annotations
@@ -61,3 +62,36 @@ def test_judging_and_rendering_load_no_client_library(module: str) -> None:
              f"print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.split() == []
+
+
+def _package(module: str) -> str:
+    """`workers.flows.status` → `workers.flows`; a module directly under a top package is its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_no_package_imports_back_a_package_that_imports_it() -> None:
+    """No cycle between packages (workers.flows ↔ workers.monitor, workers.diagnosis ↔ workers.logs, …):
+    an import graph by package, not by file, has no strongly connected component."""
+    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+               for top in ("bot", "workers", "shell") for p in (REPO / top).rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        for imported in _imports(path):
+            target = next((m for m in (imported, imported.rsplit(".", 1)[0]) if m in modules), None)
+            if target and _package(target) != _package(name):
+                edges.setdefault(_package(name), set()).add(_package(target))
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo.extend(edges.get(node, ()))
+        return False
+
+    cycles = sorted({tuple(sorted((a, b))) for a, targets in edges.items() for b in targets if reaches(b, a)})
+    assert cycles == []
