@@ -63,7 +63,9 @@ def test_kill_9_at_each_step_of_a_post_loses_nothing_and_posts_nothing_twice(tmp
         # …and the adopted card is followed: the run recovers, its card says so in its thread.
         w.emu.upsert(running("posted-1"))
         w.wait_reply(card["ts"], "recovered")
-        # 3. Killed after the record: the restart posts nothing again.
+        # 3. Killed after the record — once the sweep that replied has ended, so its record is saved
+        #    (a kill between a reply and its record is a window of its own): the restart posts nothing.
+        monitor.wait_log(r"swept \d+ runs", after=len(monitor.lines))
         monitor.kill()
         mark = len(w.slack.calls_to("chat.postMessage"))
         monitor = w.start_monitor()
