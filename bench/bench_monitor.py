@@ -26,6 +26,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -104,11 +105,14 @@ def descriptors(directory: Path, namespaces: int, server: str) -> None:
 
 
 class Monitor:
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], log_path: str | None = None) -> None:
+        self.log = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115 - open while it runs
         self.proc = subprocess.Popen([sys.executable, "-m", "workers.cli", "monitor"], env=env, cwd=REPO,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         self.sweeps: list[tuple[float, int, float]] = []  # (arrival, runs, seconds)
+        # Why streams restarted: (arrival, stream, why) of every "stream failed" / "410" log line.
+        self.failures: list[tuple[float, str, str]] = []
         import threading
 
         threading.Thread(target=self._read, daemon=True).start()
@@ -116,6 +120,13 @@ class Monitor:
     def _read(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
+            if self.log is not None:
+                self.log.write(line)
+                self.log.flush()
+            if m := re.search(r"monitor: (\S+) stream failed \((.*)\); retrying", line):
+                self.failures.append((time.monotonic(), m.group(1), m.group(2)))
+            elif m := re.search(r"monitor: (\S+) watch expired", line):
+                self.failures.append((time.monotonic(), m.group(1), "410 Gone"))
             if m := re.search(r"swept (\d+) runs in ([\d.]+) s", line):
                 self.sweeps.append((time.monotonic(), int(m.group(1)), float(m.group(2))))
             elif "Traceback" in line or "ERROR" in line:
@@ -158,7 +169,8 @@ def tops(fake: FakeSlack) -> list[Any]:
             if not c.params.get("thread_ts") and c.response.get("ok")]
 
 
-def scenario(runs: int, namespaces: int, cluster_wide: bool) -> None:
+def scenario(runs: int, namespaces: int, cluster_wide: bool, log_path: str | None = None,
+             measure_after: float = 0.0) -> None:
     mode = "one cluster-wide WATCH per kind" if cluster_wide else "one WATCH per namespace and kind"
     print(f"\n== {runs:,} runs in {namespaces} namespaces ({mode}), 2 % stuck, interval {INTERVAL} s",
           flush=True)
@@ -188,7 +200,7 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool) -> None:
                         "TAUBOT_MONITOR_LOG_READS_PER_SWEEP": "0", "TAUBOT_LOG_FORMAT": "text",
                         "TAUBOT_MONITOR_CLUSTER_WIDE": "true" if cluster_wide else "false"})
             started = time.monotonic()
-            monitor = Monitor(env)
+            monitor = Monitor(env, log_path)
             try:
                 wait(lambda: bool(tops(fake)), 600, "a first post")
                 first_post = time.monotonic() - started
@@ -198,8 +210,11 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool) -> None:
                 needed = 8 if cluster_wide else 8 * namespaces
                 wait(lambda: len(monitor.sweeps) >= 2 and monitor.sweeps[-1][0] > full_at, 600,
                      "a second sweep")
+                if measure_after:  # steady state later on: every first WATCH has reached its timeout
+                    wait(lambda: time.monotonic() - started >= measure_after, measure_after + 60, "")
                 # API requests and CPU over the next sweeps (the cache is kept by WATCH)
                 n0, req0, cpu0 = len(monitor.sweeps), emu.request_count(), monitor.cpu()
+                window_from, failed0 = time.monotonic(), len(monitor.failures)
                 now = datetime.now(UTC)
                 crossings = [crossing(i, namespaces, now) for i in range(CROSSING)]
                 emu.upsert([o for objs, _ in crossings for o in objs])
@@ -213,7 +228,13 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool) -> None:
                     latency.append(post.at - at)
                 wait(lambda: len(monitor.sweeps) >= n0 + 2, 600, "two more sweeps")
                 sweeps = len(monitor.sweeps) - n0
-                requests = (emu.request_count() - req0) / sweeps
+                seen = emu.requests()[req0:]
+                requests = len(seen) / sweeps
+                watches = sum(1 for r in seen if r["query"].get("watch") == "true")
+                lists = sum(1 for r in seen
+                            if r["query"].get("watch") != "true" and not r["query"].get("continue"))
+                window = time.monotonic() - window_from
+                failed = Counter(why.split(":")[0] for _, _, why in monitor.failures[failed0:])
                 cpu_per_sweep = (monitor.cpu() - cpu0) / sweeps
                 per_second: Counter[tuple[str, int]] = Counter()
                 for c in fake.calls_to("chat.postMessage"):
@@ -229,8 +250,14 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool) -> None:
                   f"max {max(latency):.1f} s (goal ≤ interval + 30 = {INTERVAL + 30} s)")
             print(f"streams open / needed: {streams:.0f} / {needed}; LIST+WATCH requests started by the "
                   f"cache: {stream_requests:.0f}")
-            print(f"API requests per sweep after the first: {requests:.1f} (log reads off; WATCH re-opens "
-                  f"only)")
+            print(f"API requests per sweep after the first: {requests:.1f} (log reads off) — over {sweeps} "
+                  f"sweeps in {window:.0f} s: {watches} WATCH, {lists} LIST; stream failures then "
+                  f"{dict(failed) or 0}; a WATCH that ends at its timeoutSeconds (300-600 s, as client-go "
+                  f"asks) is re-opened: about {8 * (1 if cluster_wide else namespaces) * window / 450:.0f} "
+                  f"expected in that window")
+            every = Counter(why.split(":")[0] for _, _, why in monitor.failures)
+            print(f"stream failures over the whole run: {dict(every) or 0}")
+
             print(f"max posts per second into one channel: {max(per_second.values())} (goal ≤ 1); "
                   f"top-level posts {len(tops(fake))}")
             print(f"monitor peak RSS: {rss:.0f} MB (goal ≤ 1536 MB at 20,000 runs)")
@@ -247,14 +274,18 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5000)
     parser.add_argument("--namespaces", type=int, default=50)
     parser.add_argument("--cluster-wide", action="store_true")
+    parser.add_argument("--log", help="write the monitor's log here (one scenario)")
+    parser.add_argument("--measure-after", type=float, default=0.0,
+                        help="measure requests per sweep only from this many seconds after the start")
     parser.add_argument("--scale", action="store_true",
                         help="5,000 runs in 50 namespaces, then 20,000 in 200")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the processes it started stop too
     if args.scale:
         scenario(5000, 50, args.cluster_wide)
         scenario(20000, 200, args.cluster_wide)
     else:
-        scenario(args.runs, args.namespaces, args.cluster_wide)
+        scenario(args.runs, args.namespaces, args.cluster_wide, args.log, args.measure_after)
     return 0
 
 
