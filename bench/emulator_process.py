@@ -83,7 +83,11 @@ class EmulatorProcess:
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
-        self.proc.wait(timeout=10)
+        try:
+            self.proc.wait(timeout=30)  # closing 1,600 open WATCHes takes a while
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
         self._tmp.cleanup()
 
     def __enter__(self) -> EmulatorProcess:
