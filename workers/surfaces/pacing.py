@@ -162,6 +162,17 @@ class SlackPacer:
             self.sleep(wait)
         return True
 
+    def sent(self, channel: str) -> None:
+        """A message has just reached ``channel``: its next slot is at least one interval from now.
+
+        Why: a slot is counted when it is reserved, but the call may go out later than its slot
+        (a slow Slack, a thread that waited for the GIL); the next caller's slot, counted from the
+        first one's, could then follow it at once — two in one second as Slack sees them. Pushing
+        the channel's next slot to "now + interval" once the call has landed keeps the spacing
+        between calls that actually landed, whatever each one waited."""
+        interval = self.channel_rate.interval
+        self._penalize(keys=[self._channel_key(channel)], args=[self.now() + interval, interval])
+
     def penalize(self, method: str, retry_after: float) -> None:
         """Slack answered 429 with ``Retry-After``: nobody in this workspace calls ``method``
         before that time has passed."""
