@@ -36,6 +36,9 @@ class PostRecord(BaseModel):
     state: str = "stalled"  # stalled | recovered | finished | deleted | left | resolved
     posted_at: float = 0.0  # epoch seconds of the top-level post (a re-stall after 24 h posts anew)
     degraded: bool = False  # posted as plain text: the card failed Block Kit validation
+    # Replies this record has had: part of the id of its next reply, so a reply is claimed, posted
+    # (its id in the message metadata) and recorded (seq + 1) once, whatever kill comes between.
+    seq: int = 0
 
 
 class MuteRecord(BaseModel):

@@ -165,6 +165,7 @@ class FakeSlack:
             "files.completeUploadExternal": self._files_complete_upload,
             "files.info": self._files_info,
             "conversations.history": self._conversations_history,
+            "conversations.replies": self._conversations_replies,
         }
         self._files: dict[str, dict[str, Any]] = {}
         self._downloads: list[str] = []
@@ -727,6 +728,32 @@ class FakeSlack:
         shown = [{k: v for k, v in m.items() if k != "channel" and (with_metadata or k != "metadata")}
                  for m in page]
         more = start + limit < len(top)
+        return {"ok": True, "messages": json.loads(json.dumps(shown)), "has_more": more,
+                "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
+
+    def _conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A thread, oldest first: its parent, then the replies from ``oldest`` on; ``metadata``
+        only with ``include_all_metadata`` (docs.slack.dev/reference/methods/conversations.replies:
+        "ts must be the timestamp of an existing message"; a missing one is thread_not_found);
+        ``limit`` per page with ``response_metadata.next_cursor`` (an offset here)."""
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        parent = self._messages.get((channel, ts))
+        if parent is None:
+            return {"ok": False, "error": "thread_not_found"}
+        oldest = float(params.get("oldest") or 0)
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("true", "1")
+        thread = sorted((m for (ch, t), m in self._messages.items()
+                         if ch == channel and t != ts and m.get("thread_ts") == ts and float(t) >= oldest),
+                        key=lambda m: float(m["ts"]))
+        everything = [parent, *thread]
+        start = int(params.get("cursor") or 0)
+        limit = int(params.get("limit") or 1000)
+        page = everything[start:start + limit]
+        shown = [{k: v for k, v in m.items() if k != "channel" and (with_metadata or k != "metadata")}
+                 for m in page]
+        more = start + limit < len(everything)
         return {"ok": True, "messages": json.loads(json.dumps(shown)), "has_more": more,
                 "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
 

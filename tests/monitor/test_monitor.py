@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +93,13 @@ def world() -> list[dict]:
             *healthy("audio-ok", AUDIO_NS), *succeeded("audio-done", AUDIO_NS), *queued("audio-new", AUDIO_NS, 1)]
 
 
-def progressing(emu: KubeEmulator, prefix: str = "audio-ok-") -> None:
-    """The healthy run's log advances up to a minute ago (HF Trainer dicts, transformers 4.46)."""
+def progressing(emu: KubeEmulator, prefix: str = "audio-ok-", now: datetime = NOW) -> None:
+    """The healthy run's log advances up to a minute before ``now`` (HF Trainer dicts, transformers 4.46)."""
     for obj in emu.objects():
         if obj["kind"] == "Pod" and obj["metadata"]["name"].startswith(prefix):
             ns = obj["metadata"]["namespace"]
             emu.pod_logs[(ns, obj["metadata"]["name"], obj["spec"]["containers"][0]["name"])] = "".join(
-                (NOW - timedelta(minutes=9 - i)).strftime("%Y-%m-%dT%H:%M:%S.000000000Z ")
+                (now - timedelta(minutes=9 - i)).strftime("%Y-%m-%dT%H:%M:%S.000000000Z ")
                 + f"{{'loss': {2 - i / 10:.4f}, 'grad_norm': 1.1, 'learning_rate': 4e-05, 'epoch': {i / 10}}}\n"
                 for i in range(9))
 
@@ -202,6 +202,42 @@ def test_a_recovered_run_gets_its_post_edited_and_one_reply(env: Env) -> None:
     assert len(edits) == 1 and "Recovered" in card_text(edits[0])
     replies = env.replies(VISION, ts)
     assert len(replies) == 1 and "recovered" in replies[0]
+
+
+def test_a_recovered_run_that_stalls_again_within_a_day_gets_its_card_edited_and_one_reply(env: Env) -> None:
+    """SPEC §11: "a recovered run that stalls again has its card edited and one reply in its thread
+    ("stalled again: …"), a new top-level post only when that card is older than 24 h"."""
+    env.sweep()
+    crash = next(p for p in env.posts(VISION) if "llama-crash" in card_text(p))
+    ts, tops = crash.response["ts"], len(env.posts(VISION))
+    for obj in crash_loop("llama-crash", recovered=True):
+        env.emu.upsert(obj)
+    progressing(env.emu, "llama-crash-")
+    env.clock.advance(60)
+    env.sweep()
+    assert any("recovered" in r for r in env.replies(VISION, ts))
+    for obj in crash_loop("llama-crash"):  # two hours later it crash-loops again
+        env.emu.upsert(obj)
+    env.clock.advance(2 * 3600)
+    env.sweep()
+    env.sweep()
+    assert len(env.posts(VISION)) == tops  # no new top-level post…
+    edits = [c for c in env.fake.calls_to("chat.update") if c.params["ts"] == ts]
+    assert "stalled again" in card_text(edits[-1]) and "Recovered" not in card_text(edits[-1])  # …the card…
+    again = [r for r in env.replies(VISION, ts) if "stalled again" in r]
+    assert len(again) == 1 and "llama-crash" in again[0]  # …and one reply in its thread
+    # Recovered again, and stalled again once the card is more than a day old: a new post.
+    for obj in crash_loop("llama-crash", recovered=True):
+        env.emu.upsert(obj)
+    progressing(env.emu, "llama-crash-", env.clock.now())
+    env.sweep()
+    assert len([r for r in env.replies(VISION, ts) if "recovered" in r]) == 2
+    for obj in crash_loop("llama-crash"):
+        env.emu.upsert(obj)
+    env.clock.advance(25 * 3600)
+    env.sweep()
+    assert len([p for p in env.posts(VISION) if "llama-crash" in card_text(p)]) == 2
+    assert len([r for r in env.replies(VISION, ts) if "stalled again" in r]) == 1
 
 
 def test_a_run_leaving_the_group_edits_the_group_post(env: Env) -> None:

@@ -76,6 +76,39 @@ def test_kill_9_at_each_step_of_a_post_loses_nothing_and_posts_nothing_twice(tmp
         assert monitor.alive()
 
 
+def test_kill_9_between_a_reply_and_its_record_says_it_once(tmp_path: Path, redis_url: str) -> None:
+    """A reply is claimed, posted with message metadata, then recorded, like a top-level post: a
+    kill after Slack took it is found in the thread (`conversations.replies`), a kill before Slack
+    saw it is said once after the restart."""
+    with world([*platform(), *queued("replied-1")], redis_url, tmp_path) as w:
+        monitor = w.start_monitor()
+        ts = w.wait_posted("replied-1").response["ts"]
+        # 1. It recovers; the recovery reply reaches Slack and the monitor dies before its record.
+        w.slack.hang_next("chat.postMessage", after=True)
+        w.emu.upsert(running("replied-1"))
+        assert w.slack.hung.wait(20)
+        monitor.kill()
+        w.slack.release_hang()
+        assert len([r for r in w.replies(ts) if "recovered" in r]) == 1
+        monitor = w.start_monitor()
+        monitor.wait_log(r"a reply \S+ was already in its thread", timeout=30)
+        # 2. It stalls again; the monitor dies after claiming the "stalled again" reply, before Slack.
+        w.slack.hang_next("chat.postMessage")
+        w.emu.upsert(queued("replied-1"))
+        assert w.slack.hung.wait(20)
+        monitor.kill()
+        w.slack.release_hang()  # the held call is dropped: nothing reached the thread
+        assert not [r for r in w.replies(ts) if "stalled again" in r]
+        monitor = w.start_monitor()
+        w.wait_reply(ts, "stalled again")
+        monitor.wait_log(r"swept 1 runs", after=len(monitor.lines), count=2, timeout=30)
+        replies = w.replies(ts)
+        assert len([r for r in replies if "recovered" in r]) == 1, replies
+        assert len([r for r in replies if "stalled again" in r]) == 1, replies
+        assert_posted_once(w, ["replied-1"])
+        assert monitor.alive()
+
+
 def test_two_monitors_with_a_sweep_longer_than_the_lease_post_each_run_once(tmp_path: Path,
                                                                          redis_url: str) -> None:
     runs = [f"slow-{i}" for i in range(5)]

@@ -145,15 +145,37 @@ def _edit(services: Services, channel: str, ts: str, change: Callable[[Any], Any
         log.warning("monitor: could not edit the card %s/%s: %s", channel, ts, exc)
 
 
-def _reply(services: Services, channel: str, ts: str, text: str, *once: str) -> None:
-    """One thread reply, at most once for ``once`` (a sweep killed after it does not repeat it)."""
-    key = claim_key("reply", key_digest(channel, ts, *once))
-    if not services.redis.set(key, "1", nx=True, ex=RECORD_TTL):
-        return
-    sent = services.surface.post(channel, text, thread_ts=ts)
-    if isinstance(sent, Failed):
-        services.redis.delete(key)
-        log.warning("monitor: a reply in %s/%s failed: %s", channel, ts, sent.error or sent.kind)
+RETRY_KINDS = ("deferred", "unreachable")  # a reply that failed so is tried again next sweep
+
+
+def _reply(services: Services, ws: str, owner: str, record: PostRecord, text: str, what: str) -> str | None:
+    """One reply in ``record``'s thread, the way a top-level post is made: claimed, posted with
+    message metadata naming it, then recorded by the caller. Its id is the record's (``owner``:
+    a run's uid, a group's ``group:…``), the record's ``seq`` and ``what`` happened, so a monitor
+    killed after the post finds it in the thread (`conversations.replies`) and adopts it, and one
+    killed before the post posts it once — the same `_new_post` as top-level posts.
+
+    Returns the reply's id: the caller saves the record with ``seq + 1``, then `_release`s it.
+    None when the reply did not go now (Slack deferred it or was unreachable, or the thread could
+    not be read): the caller saves nothing, so the next sweep tries the same reply again. A reply
+    Slack refused for good (the thread is gone) is given up, and the record moves on."""
+    ident = f"{owner}:{record.seq}:{what}"
+    failed: list[Failed] = []
+
+    def send() -> tuple[str, bool] | Failed:
+        sent = services.surface.post(record.channel, text, thread_ts=record.ts,
+                                     metadata=_metadata(ident, record.reason))
+        if isinstance(sent, Failed):
+            failed.append(sent)
+            return sent
+        return sent.ts, False
+
+    outcome, _, _ = _new_post(services, ws, record.channel, ident, record.reason, send, thread_ts=record.ts)
+    if outcome == "unknown" or (failed and failed[0].kind in RETRY_KINDS):
+        return None
+    if outcome == "reconciled":
+        log.info("monitor: a reply %s was already in its thread: not said again", ident)
+    return ident
 
 
 def _claim(services: Services, ws: str, ident: str) -> dict | None:
@@ -167,11 +189,17 @@ def _claim(services: Services, ws: str, ident: str) -> dict | None:
     return json.loads(raw) if raw else {"at": now - RECORD_TTL}
 
 
-def _reconcile(services: Services, channel: str, ident: str, since: float) -> Any:
-    """The ts of ``ident``'s post since ``since`` in the channel's history, None when there is
-    none, `_UNKNOWN` when the history could not be read."""
-    history = getattr(services.surface, "history", None)
-    found = history(channel, since - 60) if history is not None else []
+def _reconcile(services: Services, channel: str, ident: str, since: float,
+               thread_ts: str | None = None) -> Any:
+    """The ts of ``ident``'s message since ``since``: a top-level post in the channel's history,
+    or with ``thread_ts`` a reply in that thread. None when there is none, `_UNKNOWN` when the
+    history could not be read."""
+    if thread_ts is None:
+        history = getattr(services.surface, "history", None)
+        found = history(channel, since - 60) if history is not None else []
+    else:
+        replies = getattr(services.surface, "replies", None)
+        found = replies(channel, thread_ts, since - 60) if replies is not None else []
     if isinstance(found, Failed):
         log.warning("monitor: cannot read %s's history (%s): a claimed post waits", channel, found.error)
         return _UNKNOWN
@@ -183,12 +211,13 @@ def _reconcile(services: Services, channel: str, ident: str, since: float) -> An
 
 
 def _new_post(services: Services, ws: str, channel: str, ident: str, reason: str,
-              post: Callable[[], tuple[str, bool] | Failed]) -> tuple[str, str | None, bool]:
+              post: Callable[[], tuple[str, bool] | Failed],
+              thread_ts: str | None = None) -> tuple[str, str | None, bool]:
     """Claim, reconcile, post: (outcome, ts, degraded). The caller saves the record, then
-    `_release`s the claim."""
+    `_release`s the claim. ``thread_ts``: a reply in that thread (reconciled from the thread)."""
     earlier = _claim(services, ws, ident)
     if earlier is not None:
-        found = _reconcile(services, channel, ident, float(earlier.get("at") or 0))
+        found = _reconcile(services, channel, ident, float(earlier.get("at") or 0), thread_ts)
         if found is _UNKNOWN:
             return "unknown", None, False
         if found is not None:
@@ -258,12 +287,14 @@ def _changed_reason(services: Services, ws: str, key: str, record: PostRecord, c
     if offer is not None:
         offer.attach(record.ts)
     was = f"{escape(record.phase, 60)} ({escape(record.reason, 60)})"
-    _reply(services, record.channel, record.ts,
-           f"↪️ {code(s.run, 80)} is now stuck at *{escape(s.phase, 60)}* ({escape(s.reason, 60)}), "
-           f"was {was}.",
-           "reason", str(s.layer), s.reason, record.reason)
+    said = _reply(services, ws, c.uid, record,
+                  f"↪️ {code(s.run, 80)} is now stuck at *{escape(s.phase, 60)}* ({escape(s.reason, 60)}), "
+                  f"was {was}.", "reason")
+    if said is None:
+        return "deferred"
     save(services.redis, ws, key, record.model_copy(update={"layer": s.layer, "reason": s.reason,
-                                                            "phase": s.phase}), c.uid)
+                                                            "phase": s.phase, "seq": record.seq + 1}), c.uid)
+    _release(services, ws, said)
     return "edited"
 
 
@@ -274,12 +305,15 @@ def _stalled_again(services: Services, ws: str, key: str, record: PostRecord, c:
           lambda old: context.with_slot(_status(s, again=True)).with_slot(old.mute))
     if offer is not None:
         offer.attach(record.ts)
-    _reply(services, record.channel, record.ts,
-           f"🔁 {code(s.run, 80)} stalled again: stuck at *{escape(s.phase, 60)}* ({escape(s.reason, 60)}) "
-           f"since {_stamp(s.since)}.", "again", str(record.posted_at), record.state, s.reason,
-           str(services.clock.now().timestamp() // 60))
+    said = _reply(services, ws, c.uid, record,
+                  f"🔁 {code(s.run, 80)} stalled again: stuck at *{escape(s.phase, 60)}* "
+                  f"({escape(s.reason, 60)}) since {_stamp(s.since)}.", "again")
+    if said is None:
+        return "deferred"
     save(services.redis, ws, key, record.model_copy(update={"layer": s.layer, "reason": s.reason,
-                                                            "phase": s.phase, "state": "stalled"}), c.uid)
+                                                            "phase": s.phase, "state": "stalled",
+                                                            "seq": record.seq + 1}), c.uid)
+    _release(services, ws, said)
     return "again"
 
 
@@ -354,12 +388,17 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
         return "unchanged"  # runs that left are settled (and the card edited) by `settle`
     merged = {**record.members, **{uid: now_members[uid] for uid in joined}}
     _edit(services, record.channel, record.ts, _group_edit(record.label or label, merged))
+    said = [_reply(services, ws, f"group:{digest}", record,
+                   f"➕ {code(now_members[uid]['run'], 80)} is stuck for the same cause.", f"join:{uid}")
+            for uid in joined]
+    if None in said:  # the next sweep says what is left (what was said is found in the thread)
+        return "deferred"
     for uid in joined:
         c = next(m for m in members if m.uid == uid)
-        _reply(services, record.channel, record.ts,
-               f"➕ {code(c.stall.run, 80)} is stuck for the same cause.", "join", uid)
         _save_member(services, ws, c, record.channel, record.ts, group, record.posted_at)
-    save(services.redis, ws, key, record.model_copy(update={"members": merged}))
+    save(services.redis, ws, key, record.model_copy(update={"members": merged, "seq": record.seq + 1}))
+    for ident in said:
+        _release(services, ws, str(ident))
     return "edited"
 
 
@@ -370,29 +409,39 @@ def _save_member(services: Services, ws: str, c: Candidate, channel: str, ts: st
                     reason=c.stall.reason, phase=c.stall.phase, group=group, posted_at=posted_at), c.uid)
 
 
-def leave_group(services: Services, ws: str, uid: str, why: str, at: str) -> None:
-    """Take a run out of its group's card (``why``: "recovered", "changed reason", …)."""
+def leave_group(services: Services, ws: str, uid: str, why: str, at: str) -> bool:
+    """Take a run out of its group's card (``why``: "recovered", "changed reason", …). False when
+    its reply must wait for the next sweep (the caller then leaves the member's record as it is)."""
     member = load(services.redis, record_key(ws, uid))
     if member is None or member.group is None:
-        return
-    key = group_key(ws, key_digest(member.group))
+        return True
+    digest = key_digest(member.group)
+    key = group_key(ws, digest)
     record = load(services.redis, key)
     if record is None or record.state != "stalled" or uid not in record.members:
-        return
+        return True
     run = record.members[uid]["run"]
     members = {u: m for u, m in record.members.items() if u != uid}
     if members:
         _edit(services, record.channel, record.ts, _group_edit(record.label, members))
-        _reply(services, record.channel, record.ts, f"✅ {code(run, 80)} {why} at {at} and left this group.",
-               "leave", uid, why, at)
-        save(services.redis, ws, key, record.model_copy(update={"members": members}))
-        return
+        said = _reply(services, ws, f"group:{digest}", record,
+                      f"✅ {code(run, 80)} {why} at {at} and left this group.", f"leave:{uid}")
+        if said is None:
+            return False
+        save(services.redis, ws, key, record.model_copy(update={"members": members, "seq": record.seq + 1}))
+        _release(services, ws, said)
+        return True
     resolved = {"runs": "_no run is stalled any more_", "fallback": escape(f"Resolved: {record.label}", 500)}
     _edit(services, record.channel, record.ts, lambda old: _closed(
         old.model_copy(update=resolved), f"✅ *Resolved* at {at}: every run recovered."))
-    _reply(services, record.channel, record.ts, f"✅ {code(run, 80)} {why} at {at}: the group is resolved.",
-           "resolved", uid, why)
-    save(services.redis, ws, key, record.model_copy(update={"members": {}, "state": "resolved"}))
+    said = _reply(services, ws, f"group:{digest}", record,
+                  f"✅ {code(run, 80)} {why} at {at}: the group is resolved.", "resolved")
+    if said is None:
+        return False
+    save(services.redis, ws, key, record.model_copy(update={"members": {}, "state": "resolved",
+                                                            "seq": record.seq + 1}))
+    _release(services, ws, said)
+    return True
 
 
 def posted_alone(services: Services, ws: str, uid: str) -> bool:
@@ -409,8 +458,8 @@ def changed_group(services: Services, ws: str, c: Candidate, at: str) -> None:
     record = load(services.redis, record_key(ws, c.uid))
     if record is None or record.group is None or record.state != "stalled" or record.group == c.stall.group:
         return
-    leave_group(services, ws, c.uid, f"changed reason (now {escape(c.stall.reason, 60)})", at)
-    save(services.redis, ws, record_key(ws, c.uid), record.model_copy(update={"state": "left"}), c.uid)
+    if leave_group(services, ws, c.uid, f"changed reason (now {escape(c.stall.reason, 60)})", at):
+        save(services.redis, ws, record_key(ws, c.uid), record.model_copy(update={"state": "left"}), c.uid)
 
 
 # ------------------------------------------------------------------ recovery, finish, deletion
@@ -444,11 +493,17 @@ def settle(services: Services, ws: str, present: set[str], still_stalled: set[st
                       "deleted": f"🗑️ *The run was deleted* at {at}; taubot stopped following it."}[state]
             _edit(services, record.channel, record.ts, lambda old, st=status: _closed(old, st))
             icon = "🗑️" if state == "deleted" else "✅"
-            _reply(services, record.channel, record.ts, f"{icon} {code(record.run, 80)} {word} at {at}.",
-                   "settle", str(record.posted_at), record.reason, state, at)
+            said = _reply(services, ws, uid, record, f"{icon} {code(record.run, 80)} {word} at {at}.",
+                          "settle")
+            if said is None:
+                continue  # the reply (and so the record) waits for the next sweep
+            save(services.redis, ws, key, record.model_copy(update={"state": state, "seq": record.seq + 1}),
+                 uid)
+            _release(services, ws, said)
         else:
-            leave_group(services, ws, uid, word, at)
-        save(services.redis, ws, key, record.model_copy(update={"state": state}), uid)
+            if not leave_group(services, ws, uid, word, at):
+                continue
+            save(services.redis, ws, key, record.model_copy(update={"state": state}), uid)
         done.append(record.run)
     return done
 

@@ -58,6 +58,11 @@ class Surface(Protocol):
         """The channel's top-level messages since ``oldest`` (epoch seconds), newest first, with
         their metadata (``conversations.history`` with ``include_all_metadata``); at most ``limit``."""
 
+    def replies(self, channel: str, thread_ts: str, oldest: float, *,
+                limit: int = 1000) -> list[dict[str, Any]] | Failed:
+        """The replies in the thread of ``thread_ts`` since ``oldest`` (epoch seconds), oldest
+        first, with their metadata (``conversations.replies`` with ``include_all_metadata``)."""
+
     def upload(self, channel: str, thread_ts: str | None, filename: str, content: str,
                title: str) -> Sent | Failed:
         """A text file in the channel (or thread): the full tail of a log."""

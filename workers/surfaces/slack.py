@@ -153,6 +153,26 @@ class SlackSurface:
         SLACK_CALLS.labels("conversations.history", "ok").inc()
         return found[:limit]
 
+    def replies(self, channel: str, thread_ts: str, oldest: float, *,
+                limit: int = 1000) -> list[dict[str, Any]] | Failed:
+        """``conversations.replies`` pages (200 each) of one thread, the parent left out; the same
+        scopes as `history` (`channels:history`, `groups:history`)."""
+        found: list[dict[str, Any]] = []
+        cursor: str | None = None
+        try:
+            while len(found) < limit:
+                page = self.client.conversations_replies(channel=channel, ts=thread_ts,
+                                                         oldest=f"{oldest:.6f}", limit=200,
+                                                         include_all_metadata=True, cursor=cursor)
+                found += [m for m in page.get("messages") or [] if m.get("ts") != thread_ts]
+                cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+                if not cursor or not page.get("has_more"):
+                    break
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, GONE, "conversations.replies")
+        SLACK_CALLS.labels("conversations.replies", "ok").inc()
+        return found[:limit]
+
     def upload(self, channel: str, thread_ts: str | None, filename: str, content: str,
                title: str) -> Sent | Failed:
         """files_upload_v2 (Slack's external upload flow); needs the `files:write` scope."""

@@ -109,6 +109,14 @@ class TerminalSurface:
                      if ch == channel and not m.get("thread_ts") and float(ts) >= oldest]
         return sorted(found, key=lambda m: float(m["ts"]), reverse=True)[:limit]
 
+    def replies(self, channel: str, thread_ts: str, oldest: float, *,
+                limit: int = 1000) -> list[dict[str, Any]] | Failed:
+        with self._lock:
+            found = [{"ts": ts, **m} for (ch, ts), m in self.messages.items()
+                     if ch == channel and m.get("thread_ts") == thread_ts and ts != thread_ts
+                     and float(ts) >= oldest]
+        return sorted(found, key=lambda m: float(m["ts"]))[:limit]
+
     def ephemeral(self, channel: str, user: str, text: str) -> bool:
         self.write(f"(only you) {mrkdwn_to_text(text)}\n")
         return True
