@@ -251,10 +251,11 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool, log_path: str | Non
             print(f"streams open / needed: {streams:.0f} / {needed}; LIST+WATCH requests started by the "
                   f"cache: {stream_requests:.0f}")
             print(f"API requests per sweep after the first: {requests:.1f} (log reads off) — over {sweeps} "
-                  f"sweeps in {window:.0f} s: {watches} WATCH, {lists} LIST; stream failures then "
-                  f"{dict(failed) or 0}; a WATCH that ends at its timeoutSeconds (300-600 s, as client-go "
-                  f"asks) is re-opened: about {8 * (1 if cluster_wide else namespaces) * window / 450:.0f} "
-                  f"expected in that window")
+                  f"sweeps in {window:.0f} s from {window_from - started:.0f} s after the start: {watches} "
+                  f"WATCH, {lists} LIST; stream failures then {dict(failed) or 0}. Each WATCH asks "
+                  f"timeoutSeconds 300-600 s as client-go does, so from 300 s after the start each stream "
+                  f"re-opens its WATCH about every 450 s: {needed * INTERVAL / 450:.0f} per {INTERVAL}-s "
+                  f"sweep in steady state, none of them a LIST")
             every = Counter(why.split(":")[0] for _, _, why in monitor.failures)
             print(f"stream failures over the whole run: {dict(every) or 0}")
 
