@@ -6,7 +6,11 @@ is sent and the claim is deleted once its record is saved; every auto-post
 carries Slack message metadata (`taubot_stall`, the run's uid or the group's
 key, the reason). So a claim found without a record means a crash between
 the two, and `conversations.history` says whether the post went out: adopted
-if it did, posted if it did not — nothing lost, nothing twice.
+if it did, posted if it did not — nothing lost, nothing twice. Every thread
+reply goes the same way (`_reply`): its id is the record's, the record's reply
+count (`seq`) and what happened, so it is found again in the thread
+(`conversations.replies`) after a kill, and the record saved after it moves
+`seq` on.
 
 A run's post is edited when its reason changes (one reply), when it recovers,
 finishes or is deleted (one reply each, saying which), and when it stalls
