@@ -70,9 +70,8 @@ def _package(module: str) -> str:
     return ".".join(parts[:2])
 
 
-def test_no_package_imports_back_a_package_that_imports_it() -> None:
-    """No cycle between packages (workers.flows ↔ workers.monitor, workers.diagnosis ↔ workers.logs, …):
-    an import graph by package, not by file, has no strongly connected component."""
+def _package_edges() -> dict[str, set[str]]:
+    """Package → the packages its modules import (a package's imports of itself left out)."""
     modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
                for top in ("bot", "workers", "shell") for p in (REPO / top).rglob("*.py")}
     edges: dict[str, set[str]] = {}
@@ -81,6 +80,13 @@ def test_no_package_imports_back_a_package_that_imports_it() -> None:
             target = next((m for m in (imported, imported.rsplit(".", 1)[0]) if m in modules), None)
             if target and _package(target) != _package(name):
                 edges.setdefault(_package(name), set()).add(_package(target))
+    return edges
+
+
+def test_no_package_imports_back_a_package_that_imports_it() -> None:
+    """No cycle between packages (workers.flows ↔ workers.monitor, workers.diagnosis ↔ workers.logs, …):
+    an import graph by package, not by file, has no strongly connected component."""
+    edges = _package_edges()
 
     def reaches(start: str, goal: str) -> bool:
         seen, todo = set(), [start]
@@ -95,3 +101,11 @@ def test_no_package_imports_back_a_package_that_imports_it() -> None:
 
     cycles = sorted({tuple(sorted((a, b))) for a, targets in edges.items() for b in targets if reaches(b, a)})
     assert cycles == []
+
+
+def test_only_the_job_layer_imports_the_flows() -> None:
+    """Issue 23: the monitor, the services and the shared record stores need nothing from a flow —
+    the Escalate offer an auto-post carries lives in `workers.escalation_offers`. Only the rq job
+    table and the CLI that runs jobs in process reach into `workers.flows`."""
+    importers = sorted(a for a, targets in _package_edges().items() if "workers.flows" in targets)
+    assert importers == ["workers.cli", "workers.jobs"]

@@ -106,6 +106,9 @@ class Recovery(BaseModel):
 
     action: RecoveryAction
     summary: str
+    states_next_action: bool = Field(default=False, description=(
+        "The summary already says the answer's next action, so a card shows the summary in its "
+        "place instead of both (not part of the --format json contract)"))
 
 
 class LogEvidence(BaseModel):
@@ -179,7 +182,7 @@ class Diagnosis(BaseModel):
                 {"name": c.name, "layer": c.layer, "state": c.state.value, "summary": c.summary,
                  "owner": c.finding.owner, "reason": c.reason} for c in self.checks
             ],
-            "recovery": self.recovery.model_dump() if self.recovery else None,
+            "recovery": self.recovery.model_dump(include={"action", "summary"}) if self.recovery else None,
             "queue_position": self.queue_position.model_dump() if self.queue_position else None,
             "eta": self.eta.model_dump(mode="json") if self.eta else None,
             "charts": {"loss": [{"step": s, "loss": v} for s, v in self.loss_curve]},

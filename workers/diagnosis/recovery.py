@@ -8,7 +8,7 @@ run's own process into `resume-from-checkpoint`, naming it.
 
 from __future__ import annotations
 
-from .models import Finding, PhaseResult, PhaseState, Recovery
+from .models import Finding, PhaseResult, PhaseState, Recovery, RecoveryAction
 from .registry import OWN_PROCESS, RUNTIME_PROGRESS
 
 
@@ -23,20 +23,21 @@ def recovery(first: PhaseResult | None, finding: Finding, layer: int, *, termina
         what = "the log shows progress" if first.name == RUNTIME_PROGRESS.name else "the run is running"
         return Recovery(action="none", summary=f"Nothing to recover: {what}.")
     fix = finding.next_action
+
+    def saying_fix(action: RecoveryAction, lead: str) -> Recovery:
+        """A recovery whose summary ends with the answer's next action (the card shows it once)."""
+        return Recovery(action=action, summary=f"{lead}{fix}", states_next_action=True)
+
     if layer <= 3:
-        return Recovery(action="fix-then-resubmit",
-                        summary=f"Fix layer {layer} first (retrying reproduces it): {fix}")
+        return saying_fix("fix-then-resubmit", f"Fix layer {layer} first (retrying reproduces it): ")
     if first.state in (PhaseState.PENDING, PhaseState.ACTIVE) and terminal is None:
-        return Recovery(action="wait", summary=f"Under way, no failure evidence yet: {fix}")
+        return saying_fix("wait", "Under way, no failure evidence yet: ")
     if finding.transient is True:
         if terminal is None:
-            return Recovery(action="wait", summary=f"Transient, and retried by the system itself: {fix}")
-        return Recovery(action="retry",
-                        summary=f"The run ended for a transient reason: resubmit it unchanged. {fix}")
+            return saying_fix("wait", "Transient, and retried by the system itself: ")
+        return saying_fix("retry", "The run ended for a transient reason: resubmit it unchanged. ")
     if checkpoint and first.name in OWN_PROCESS and first.state is PhaseState.WARNING:
-        return Recovery(action="resume-from-checkpoint",
-                        summary=f"Fix the cause first, then resume from {checkpoint}: {fix}")
-    return Recovery(action="fix-then-resubmit", summary=f"Not transient: {fix}")
-
+        return saying_fix("resume-from-checkpoint", f"Fix the cause first, then resume from {checkpoint}: ")
+    return saying_fix("fix-then-resubmit", "Not transient: ")
 
 __all__ = ["recovery"]

@@ -26,6 +26,7 @@ from workers.collect.report import RunReport
 from workers.collect.workspace import check_connection, workspace_status
 from workers.contracts.commands import WorkspaceStatusCommand
 from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceRequest
+from workers.escalation_offers import handoff_gap, offer_escalation
 from workers.operator_access import may_see_operator_hints
 from workers.posted_cards import PostedCard, render
 from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card, render_details
@@ -35,7 +36,6 @@ from workers.services import Services
 from workers.surfaces.base import Failed
 from workers.workspaces import Resolved
 
-from .escalation import handoff_gap, offer_escalation
 from .node_validation import offer_node_validation
 
 if TYPE_CHECKING:

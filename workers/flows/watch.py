@@ -42,6 +42,15 @@ from workers.contracts.ids import STOP_WATCHING_ACTION, watch_id
 from workers.contracts.requests import StatusRequest, StopRequest
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.profile import GpuProfile
+from workers.escalation_offers import (
+    Offer,
+    claim_of,
+    escalated_note,
+    escalation_of,
+    load_record,
+    offer_escalation,
+    wants_handoff,
+)
 from workers.metrics import TICK_LAG
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import PhaseCardContext, build_phase_card
@@ -52,15 +61,6 @@ from workers.services import Services
 from workers.surfaces.base import Failed
 from workers.workspaces import Resolved
 
-from .escalation import (
-    Offer,
-    claim_of,
-    escalated_note,
-    escalation_of,
-    load_record,
-    offer_escalation,
-    wants_handoff,
-)
 from .presses import NOT_HERE, offered_here
 from .status import StatusOutcome, deliver, diagnose_for_card, ensure_parent
 
@@ -295,8 +295,9 @@ def average_utilization(profile: GpuProfile | None) -> float | None:
     return float(profile.gpu_utilization.avg)  # type: ignore[union-attr]
 
 
-def run_verdict(live: Any, run: str, now: datetime) -> str | None:
-    """"succeeded"/"failed" when the run says it ended (Job conditions, RayJob status)."""
+def ended_verdict(live: Any) -> str | None:
+    """"succeeded"/"failed" when the run says it ended (Job conditions, RayJob status); None while
+    the workspace could not be reached or no run object was read."""
     if live.layer_report is not None or not live.objects:
         return None
     return live.terminal
@@ -415,7 +416,7 @@ def _begin(services: Services, request: StatusRequest, wid: str, workspace: str,
         state.utilization.append(average_utilization(live.profile))
     button, escalated = escalation_for(services, state, live, now)
     record_phases(state, diagnosis, now)
-    verdict = run_verdict(live, request.command.run, now)
+    verdict = ended_verdict(live)
     reason = None
     if parent_ts is None:
         reason = "taubot cannot post in this channel, so it cannot keep a card up to date here"
@@ -500,7 +501,7 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
             live, operator_ok = asyncio.run(diagnose_for_card(services, state.request, now))
             if state.request.command.run_profile:
                 state.utilization = [*state.utilization, average_utilization(live.profile)][-HISTORY_POINTS:]
-            verdict = run_verdict(live, state.request.command.run, now)
+            verdict = ended_verdict(live)
             reason = None
             if verdict is not None:
                 reason = f"the run finished ({verdict})"

@@ -36,7 +36,7 @@ from workers import metrics
 from workers.contracts.ids import MUTE_ACTION
 from workers.contracts.signing import sign_id
 from workers.diagnosis.models import Diagnosis
-from workers.flows.escalation import offer_escalation
+from workers.escalation_offers import offer_escalation
 from workers.render.buttons import CardButton
 from workers.render.cards import CardError, build_group_card, build_phase_card
 from workers.render.mrkdwn import code, escape, truncate

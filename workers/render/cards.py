@@ -357,7 +357,7 @@ def handoff_text(d: Diagnosis, verdict: str | None = None) -> str:
         return "*Evidence:* " + "; ".join([what, *proofs]) + ". Nothing to do."
     lines = [f"*Owner:* {escape(d.owner, 60)} · *Transient:* {_transient_text(d.transient)}"]
     recovery = d.recovery
-    if recovery is not None and _recovery_adds(d) and d.next_action in recovery.summary:
+    if recovery is not None and _recovery_adds(d) and recovery.states_next_action:
         lines.append(f"*Next* (recovery `{recovery.action}`): {escape(recovery.summary, NEXT_BUDGET)}")
     else:
         lines.append(f"*Next:* {escape(d.next_action, NEXT_BUDGET)}")
