@@ -206,6 +206,8 @@ class RecordedRequest:
     # 1 + the deepest round among requests answered before this one arrived: the round it can at
     # most belong to (a request can only depend on answers it has seen). Exact with some latency.
     round: int = 0
+    # The client's (address, port): one per TCP connection, so distinct peers are connections opened.
+    peer: tuple[str, int] | None = None
 
     def header_values(self, name: str) -> list[str]:
         """All values of a (possibly repeated) header, in order."""
@@ -933,6 +935,11 @@ class KubeEmulator:
         with self._lock:
             return max((r.round for r in self.requests), default=0)
 
+    def connections(self) -> set[tuple[str, int]]:
+        """The client ends of the TCP connections that carried the recorded requests."""
+        with self._lock:
+            return {r.peer for r in self.requests if r.peer is not None}
+
     async def _answer(self, request: web.Request, caller: CallerIdentity, body: Any,
                       record: RecordedRequest) -> web.StreamResponse:
         if self.latency:
@@ -966,6 +973,8 @@ class KubeEmulator:
             identity=caller,
             body=body,
         )
+        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+        rec.peer = (str(peer[0]), int(peer[1])) if peer else None
         with self._lock:
             rec.round = self._answered_round + 1
             self.requests.append(rec)

@@ -13,15 +13,17 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from rq import Queue
 
 from workers.clock import Clock, SystemClock
-from workers.kube.client import KubeClients
+from workers.kube.client import KubeClients, WarmKubeClients
+from workers.loop import PROCESS_LOOP, ProcessLoop
 from workers.posted_cards import CardStore
 from workers.queue import JobQueue, RqQueue
 from workers.settings import Settings, load_settings
@@ -30,6 +32,8 @@ from workers.surfaces.pacing import CHANNEL_PER_SECOND, Rate, SlackPacer, worksp
 from workers.surfaces.slack import SlackSurface
 from workers.surfaces.slack_client import make_web_client
 from workers.workspaces import Registry, load_descriptors
+
+T = TypeVar("T")
 
 
 class DescriptorSource:
@@ -74,14 +78,26 @@ class Services:
     queue: JobQueue
     clock: Clock = field(default_factory=SystemClock)
     descriptors: DescriptorSource | None = None
-    kube: KubeClients = field(default_factory=KubeClients)
+    # One pool per cluster for the process's life, on `loop` (issue 28): jobs run their async work
+    # with `run`, never a loop of their own, so the next job finds the connections open.
+    kube: KubeClients = field(default_factory=WarmKubeClients)
     pacer: SlackPacer | None = None
+    loop: ProcessLoop = PROCESS_LOOP
 
     def __post_init__(self) -> None:
         if self.descriptors is None:
             self.descriptors = DescriptorSource(self.settings.workspaces_dir)
         self.cards = CardStore(self.redis, self.surface, ttl=self.settings.diagnosis_ttl_seconds,
                                key=self.settings.button_key())
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """A job's async work, on the process's long-lived loop (`workers/loop.py`)."""
+        return self.loop.run(coro)
+
+    def close(self) -> None:
+        """Close what the process keeps open for jobs: the clusters' connection pools."""
+        if isinstance(self.kube, WarmKubeClients) and self.kube.pools:
+            self.run(self.kube.close())
 
     @property
     def registry(self) -> Registry:

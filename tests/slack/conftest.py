@@ -173,6 +173,7 @@ def slack_app_factory(redis_url: str, tmp_path: Path, worker_env: str,
             clock = ManualClock(EXAMPLE_NOW)
             services = Services.for_slack(settings, clock=clock)
             stack.callback(services.redis.close)
+            stack.callback(services.close)
             return SlackApp(fake=fake, server=server, settings=settings, redis=conn, queue=queue,
                             clock=clock, services=services)
 

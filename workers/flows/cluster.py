@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from workers.cluster_validate import validate_nodes, validate_topology
@@ -32,7 +31,7 @@ def run_cluster(services: Services, request: ClusterRequest, *, job: Job | None)
                               min_healthy=command.min_healthy, timeout=command.timeout_seconds,
                               image=settings.validation_image, command=settings.validation_command,
                               request_timeout=settings.kube_request_timeout_seconds)
-    report = asyncio.run(call)
+    report = services.run(call)
     card = build_workspace_card(report, command=request.display())
     posted = deliver(services, request, parent_ts, card, job)
     return {"parent_ts": parent_ts, "card_ts": posted.ts if posted else None, "ok": report.ok}

@@ -36,7 +36,6 @@ Why it is built this way:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -128,7 +127,7 @@ def run_escalation(request: EscalateRequest, services: Services, *, now: datetim
                        f"{escape(resolution.message, 500)}")
     descriptor = resolution.descriptor
 
-    allowed = asyncio.run(_may_read(services, descriptor.cluster_target(), request.identity, record.access,
+    allowed = services.run(_may_read(services, descriptor.cluster_target(), request.identity, record.access,
                                     services.settings.kube_request_timeout_seconds))
     if allowed is not True:
         why = (f"Kubernetes says {code(request.identity.user, 200)} may not "

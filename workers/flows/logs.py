@@ -14,7 +14,6 @@ is built, so the card and the file can never disagree about a secret.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +55,7 @@ def run_logs(services: Services, request: LogsRequest, *, job: Job | None, now: 
     """Post the parent, read the log as the user, post the card and attach the tail."""
     command = request.command
     parent_ts = ensure_parent(services, request, job)
-    result = asyncio.run(logs_live(services.registry, run=command.run, identity=request.identity, now=now,
+    result = services.run(logs_live(services.registry, run=command.run, identity=request.identity, now=now,
                                   kube=services.kube,
                                    workspace=command.workspace, channel=request.channel, tail=command.tail,
                                    previous=command.previous,

@@ -9,7 +9,6 @@ The press must be on the auto-post the button was offered on (`presses.py`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import datetime, timedelta
 
@@ -42,7 +41,7 @@ def run_mute(services: Services, request: MuteRequest, *, now: datetime) -> str:
     run, kind = record.runs[0]
     group, resource = ("ray.io", "rayjobs") if kind == "RayJob" else ("batch", "jobs")
 
-    allowed = asyncio.run(review(services.kube, resolution.descriptor.cluster_target(), request.identity,
+    allowed = services.run(review(services.kube, resolution.descriptor.cluster_target(), request.identity,
                                  "get", resource, group, namespace=record.namespace, name=run,
                                  timeout=services.settings.kube_request_timeout_seconds))
     if allowed is not True:

@@ -18,7 +18,6 @@ refused anyway), so a channel member without the RBAC cannot use it up.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 from dataclasses import dataclass
@@ -112,7 +111,7 @@ def offer_node_validation(services: Services, live: RunReport, *, identity: Iden
     if not nodes or live.descriptor is None:
         return None
     try:
-        allowed = asyncio.run(_may_create_pods(services, live.descriptor.cluster_target(), identity))
+        allowed = services.run(_may_create_pods(services, live.descriptor.cluster_target(), identity))
     except Exception as exc:  # noqa: BLE001 - no button is the honest answer to a failed review
         log.info("validate-nodes access review failed for %s: %r", identity.user, exc)
         return None
@@ -152,7 +151,7 @@ def run_validate_press(services: Services, request: ValidateNodesRequest) -> dic
         return {"ok": False, "used": True}
     settings = services.settings
     selector = selector_for(offer.nodes)
-    report = asyncio.run(validate_nodes(
+    report = services.run(validate_nodes(
         services.registry, identity=request.identity, selector=selector,
         namespace=settings.validation_namespace, workspace=offer.workspace,
         timeout=settings.validation_timeout_seconds, image=settings.validation_image,
@@ -177,7 +176,7 @@ def _claim(services: Services, request: ValidateNodesRequest, offer: ValidationO
     if isinstance(resolution, Resolved):
         settings = services.settings
         try:  # `review`, not `permits`: a review that failed is "unknown", and spends the offer
-            allowed: bool | ReadError | None = asyncio.run(review(
+            allowed: bool | ReadError | None = services.run(review(
                 services.kube, resolution.descriptor.cluster_target(), request.identity, "create", "pods",
                 namespace=settings.validation_namespace, timeout=settings.kube_request_timeout_seconds))
         except Exception as exc:  # noqa: BLE001 - unknown: the offer is spent, as if allowed

@@ -183,7 +183,7 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
                now: datetime) -> StatusOutcome:
     """Post the parent, diagnose under the user's identity, post the card in the thread."""
     parent_ts = ensure_parent(services, request, job)
-    live, operator_ok = asyncio.run(diagnose_for_card(services, request, now))
+    live, operator_ok = services.run(diagnose_for_card(services, request, now))
     diagnosis = live.diagnosis
     offer = offer_escalation(services, live, channel=request.channel, thread_ts=parent_ts,
                              requested_by=request.user, now=now)
@@ -227,7 +227,7 @@ async def check_workspace(services: Services, request: WorkspaceRequest) -> Any:
 def run_workspace(services: Services, request: WorkspaceRequest, *, job: Job | None) -> dict[str, Any]:
     """Post the parent, run the layer check, post its card in the thread."""
     parent_ts = ensure_parent(services, request, job)
-    report = asyncio.run(check_workspace(services, request))
+    report = services.run(check_workspace(services, request))
     context = build_workspace_card(report, command=request.display())
     posted = deliver(services, request, parent_ts, context, job)
     return {"parent_ts": parent_ts, "card_ts": posted.ts if posted else None, "ok": report.ok,

@@ -9,7 +9,6 @@ so a link cannot pull in a file from a channel the asker is not in.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from workers.contracts.commands import MAX_MANIFEST_BYTES, ValidateCommand
@@ -58,7 +57,7 @@ def run_validate(services: Services, request: ValidateRequest, *, job: Job | Non
     except ManifestError as error:
         report = input_report(error, command.workspace)
     else:
-        report = asyncio.run(validate_text(services.registry, text, workspace=command.workspace,
+        report = services.run(validate_text(services.registry, text, workspace=command.workspace,
                                            channel=request.channel, identity=request.identity,
                                            timeout=services.settings.kube_request_timeout_seconds,
                                            kube=services.kube))

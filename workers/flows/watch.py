@@ -27,7 +27,6 @@ the button; the escalation job edits the same stored card, so both agree.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from datetime import datetime, timedelta
@@ -405,7 +404,7 @@ def _begin(services: Services, request: StatusRequest, wid: str, workspace: str,
     settings = services.settings
     interval = request.command.interval or settings.watch_interval_seconds
     parent_ts = ensure_parent(services, request, job)
-    live, operator_ok = asyncio.run(diagnose_for_card(services, request, now))
+    live, operator_ok = services.run(diagnose_for_card(services, request, now))
     diagnosis = live.diagnosis
     state = WatchState(
         id=wid, request=request, workspace=workspace, watchers=[request.user], interval=interval,
@@ -466,7 +465,7 @@ def join_watch(services: Services, request: StatusRequest, wid: str, *, now: dat
                                         "appear in a thread here.")
             return StatusOutcome(None, None, None, 0, 0)
         if request.user not in state.watchers:
-            if not asyncio.run(may_read_run(services, state, request.identity)):
+            if not services.run(may_read_run(services, state, request.identity)):
                 _private(services, request, f"⛔ Your Kubernetes identity may not read {run}, so taubot "
                                             "did not add you to its watch here.")
                 return StatusOutcome(None, None, None, 0, 0)
@@ -498,7 +497,7 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         if pending is not None:  # a paced re-run: send what this tick computed, do not collect again
             context, diagnosis, reason = pending
         else:
-            live, operator_ok = asyncio.run(diagnose_for_card(services, state.request, now))
+            live, operator_ok = services.run(diagnose_for_card(services, state.request, now))
             if state.request.command.run_profile:
                 state.utilization = [*state.utilization, average_utilization(live.profile)][-HISTORY_POINTS:]
             verdict = ended_verdict(live)
@@ -626,7 +625,7 @@ def run_stop(services: Services, stop: StopRequest, *, now: datetime) -> str:
             return "elsewhere"
         allowed = stop.user in state.watchers
         if not allowed and stop.identity is not None:
-            allowed = asyncio.run(may_read_run(services, state, stop.identity))
+            allowed = services.run(may_read_run(services, state, stop.identity))
         if not allowed:
             services.surface.ephemeral(
                 stop.channel, stop.user,

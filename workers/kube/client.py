@@ -29,15 +29,23 @@ that hook and not the alternatives:
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import ssl
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import rest
 from multidict import CIMultiDict
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workers.contracts.identity import Identity
+from workers.loop import PROCESS_LOOP, ProcessLoop
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
@@ -181,7 +189,10 @@ async def make_bot_client(target: ClusterTarget, pool_size: int | None = None) -
 class KubeClients:
     """The one seam every Kubernetes client comes through (`Services.kube`): as a user
     (impersonated, for every user-initiated call) or as the bot (the monitor only). One place
-    for timeouts, retries and pool sizes; tests and the shell hand in their own."""
+    for timeouts, retries and pool sizes; tests and the shell hand in their own.
+
+    This one opens a client (and its connections) per call: right for a one-shot CLI process;
+    a worker uses `WarmKubeClients`."""
 
     async def user(self, target: ClusterTarget, identity: Identity) -> client.ApiClient:
         return await make_user_client(target, identity)
@@ -190,10 +201,161 @@ class KubeClients:
         return await make_bot_client(target, pool_size)
 
 
+POOL_CONNECTIONS = 16  # per cluster and process: a status's widest round is 5 requests, a tick's fewer
+# Shorter than the API server's own idle timeout (kube-apiserver closes an idle connection after
+# 90 s; an Azure load balancer in front of AKS after 4 min), so taubot closes first and does not
+# send on a connection the server is closing.
+POOL_IDLE_SECONDS = 30.0
+MAX_CLUSTERS = 16  # pools kept per process; the least recently used one past this is closed
+POOL_MAX_AGE_SECONDS = 600.0  # the kubeconfig (exec tokens, client certificates) is read again this often
+_IDEMPOTENT = frozenset({"GET", "HEAD"})
+
+
+def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
+    """The TLS settings kubernetes_asyncio's RESTClientObject derives from a Configuration."""
+    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+    if cfg.cert_file:
+        ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+    if not cfg.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cfg.disable_strict_ssl_verification:
+        ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return ctx
+
+
+class _SharedRESTClient(_ImpersonatingRESTClient):
+    """One identity's view of a cluster's shared connection pool: the identity's headers on each
+    request, the pool's connections underneath. Closing it leaves the pool open (the pool outlives
+    every client made from it)."""
+
+    def __init__(self, pooled: rest.RESTClientObject, identity: Identity) -> None:  # noqa: D107
+        # RESTClientObject.__init__ would build an SSL context and a session: taken from the pool
+        self.pool_manager = pooled.pool_manager
+        self.proxy, self.proxy_headers = pooled.proxy, pooled.proxy_headers
+        self.server_hostname = pooled.server_hostname
+        self._identity = identity
+
+    async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        """As the parent; a read whose kept connection the server had closed while it was idle
+        (it went before the server's FIN was seen) is sent once more, on a fresh connection."""
+        try:
+            return await super().request(method, url, *args, **kwargs)
+        except aiohttp.ServerDisconnectedError:
+            if method.upper() not in _IDEMPOTENT:
+                raise
+            return await super().request(method, url, *args, **kwargs)
+
+    async def close(self) -> None:
+        """The pool stays open for the next client."""
+
+
+@dataclass
+class _ClusterPool:
+    api: client.ApiClient  # the bot-less template every identity's client is copied from
+    opened: float
+
+    async def close(self) -> None:
+        await self.api.rest_client.pool_manager.close()
+
+
+class WarmKubeClients(KubeClients):
+    """One connection pool per cluster for the life of the worker process, shared by every job
+    and every identity (issue 28): a status after the first opens no connection.
+
+    Why sharing leaks nothing between users: a kept connection carries no identity. The API
+    server authenticates and authorises each request from its own headers — the bot's bearer
+    token and this request's `Impersonate-User`/`Impersonate-Group`, which `_SharedRESTClient`
+    sets on every request from the client's own identity — and HTTP/1.1 never lets one request
+    see another's answer. The one per-session state aiohttp keeps, cookies, is switched off
+    (`DummyCookieJar`): a `services/proxy` answer could carry a dashboard's cookie, and it must
+    not ride along with the next user's request.
+
+    Bounded: `connections` per cluster (more concurrent requests wait for one), idle ones closed
+    after `idle_seconds`, at most `MAX_CLUSTERS` pools (the least recently used is closed), and
+    each pool replaced after `POOL_MAX_AGE_SECONDS` so a kubeconfig's credentials are read again.
+    A pool belongs to the process's long-lived loop (`workers/loop.py`); a call from any other
+    loop (the CLI, a test's own loop) gets a client of its own, as `KubeClients` gives.
+    `bot()` — the monitor's streams, sized by the caller — is never pooled."""
+
+    def __init__(self, *, connections: int = POOL_CONNECTIONS, idle_seconds: float = POOL_IDLE_SECONDS,
+                 loop: ProcessLoop = PROCESS_LOOP) -> None:
+        self.connections, self.idle_seconds, self.process_loop = connections, idle_seconds, loop
+        self._pools: OrderedDict[ClusterTarget, _ClusterPool] = OrderedDict()
+        self._opening: dict[ClusterTarget, asyncio.Future[_ClusterPool]] = {}
+
+    async def user(self, target: ClusterTarget, identity: Identity) -> client.ApiClient:
+        if identity is None or not isinstance(identity, Identity) or not identity.user.strip():
+            raise ValueError("a user client needs the user's Kubernetes identity")
+        if not self.process_loop.owns_running_loop():
+            return await make_user_client(target, identity)
+        pool = await self._pool(target)
+        api = copy.copy(pool.api)
+        api.default_headers = dict(pool.api.default_headers)
+        api.rest_client = _SharedRESTClient(pool.api.rest_client, identity)
+        return api
+
+    async def _pool(self, target: ClusterTarget) -> _ClusterPool:
+        pool = self._pools.get(target)
+        if pool is not None and time.monotonic() - pool.opened < POOL_MAX_AGE_SECONDS:
+            self._pools.move_to_end(target)
+            return pool
+        opening = self._opening.get(target)
+        if opening is not None:  # another job's first request to this cluster is opening it
+            return await asyncio.shield(opening)
+        future: asyncio.Future[_ClusterPool] = asyncio.get_running_loop().create_future()
+        self._opening[target] = future
+        try:
+            fresh = await self._open(target)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a waiter re-raises it, none is also fine
+            raise
+        finally:
+            self._opening.pop(target, None)
+        future.set_result(fresh)
+        if pool is not None:  # too old: in-flight requests keep their connections until they end
+            asyncio.get_running_loop().call_later(self.idle_seconds, _close_later, pool)
+        self._pools[target] = fresh
+        self._pools.move_to_end(target)
+        while len(self._pools) > MAX_CLUSTERS:
+            _, evicted = self._pools.popitem(last=False)
+            asyncio.get_running_loop().call_later(self.idle_seconds, _close_later, evicted)
+        return fresh
+
+    async def _open(self, target: ClusterTarget) -> _ClusterPool:
+        cfg = await _configuration(target)
+        api = client.ApiClient(configuration=cfg)
+        await api.rest_client.pool_manager.close()  # its own session: replaced by the pool's
+        connector = aiohttp.TCPConnector(limit=self.connections, keepalive_timeout=self.idle_seconds,
+                                         ssl=_ssl_context(cfg))
+        api.rest_client.pool_manager = aiohttp.ClientSession(
+            connector=connector, trust_env=True, read_bufsize=2**21, cookie_jar=aiohttp.DummyCookieJar())
+        return _ClusterPool(api=api, opened=time.monotonic())
+
+    @property
+    def pools(self) -> int:
+        """Clusters with an open pool."""
+        return len(self._pools)
+
+    async def close(self) -> None:
+        """Close every pool (a test's or a shutting-down worker's)."""
+        pools, self._pools = list(self._pools.values()), OrderedDict()
+        for pool in pools:
+            await pool.close()
+
+
+def _close_later(pool: _ClusterPool) -> None:
+    asyncio.ensure_future(pool.close())
+
+
 __all__ = [
     "ClusterTarget",
     "KubeClients",
     "Identity",
+    "POOL_CONNECTIONS",
+    "POOL_IDLE_SECONDS",
+    "WarmKubeClients",
     "make_api_client",
     "make_bot_client",
     "make_user_client",
