@@ -30,7 +30,7 @@ from typing import Any
 from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
 from workers.collect.experiments import MlflowAuth, experiment_record
 from workers.collect.logs.seen import SeenStore, remember
-from workers.collect.logs.sources import log_evidence
+from workers.collect.logs.sources import LogAccess, log_evidence
 from workers.collect.queue import QueueRead, position_from, read_queue
 from workers.collect.report import RunReport
 from workers.collect.workspace import (
@@ -189,13 +189,16 @@ class Collected:
 
 async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, tauworkspace: str, *,
                   alongside: Callable[[RunObjects], Awaitable[Any]] | None = None,
-                  queue: Callable[[dict], Awaitable[Any]] | None = None) -> Collected:
+                  queue: Callable[[dict], Awaitable[Any]] | None = None,
+                  on_run: Callable[[RunObjects], None] | None = None) -> Collected:
     """Gather the run's objects in three concurrent rounds; errors become gaps, never silence.
 
     ``alongside`` is started on the objects of round 2 and runs concurrently with round 3 (the
     events): the node reads and the log read depend on the pods, not on the events, so a status
     costs three round trips, not five. ``queue`` (the queue-position reads) joins round 2 when
-    Kueue keeps the run suspended, so a waiting-for-quota status stays at two rounds."""
+    Kueue keeps the run suspended, so a waiting-for-quota status stays at two rounds. ``on_run``
+    sees the run alone as soon as round 1 found it, to start what round 2 may carry for round 3
+    (the log's access review)."""
     gaps: dict[str, ReadGap] = {}
     objects: list[dict] = []
 
@@ -237,6 +240,8 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
         return Collected(objects, gaps, tw, known_runs=run_names(runs))
     is_rayjob = bool(rayjob_items)  # a RayJob wins; a Job of its name is its submitter
     run_obj = (rayjob_items or job_items)[0]
+    if on_run is not None:
+        on_run(find_run([run_obj], run, namespace))
 
     # Round 2: Workloads, RayCluster, pods (each by a selector, not by pod count), and the
     # namespace's ResourceClaims when the run's pod templates use DRA.
@@ -348,20 +353,31 @@ async def read_nodes(reader: KubeReader, objs: RunObjects) -> tuple[list[dict], 
     return nodes, gaps
 
 
+def reads_driver_log(objs: RunObjects, now: datetime) -> bool:
+    """A RayJob whose driver has started and that names its cluster and job: its status reads the
+    driver log from the dashboard (known from the run alone, so its access review can be sent
+    with round 2)."""
+    status = (objs.run or {}).get("status") or {}
+    return (objs.kind == "RayJob" and bool(status.get("rayClusterName")) and bool(status.get("jobId"))
+            and main_started(RunContext(objs=objs, now=now)))
+
+
 async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: RunObjects, now: datetime, *,
                           timeout: float, mlflow_token: str | None,
-                          mlflow_auth: MlflowAuth | None = None, seen: SeenStore | None = None
+                          mlflow_auth: MlflowAuth | None = None, seen: SeenStore | None = None,
+                          access: LogAccess | None = None
                           ) -> tuple[LogEvidence | None, ExperimentEvidence | None]:
     """The log (one bounded read) once the run's main process has started, and the experiment
     record when the workspace names a store — the latter read with the bot's token, so only after
-    the user's access review for `get` on the run itself."""
+    the user's access review for `get` on the run itself. ``access``: the `get pods/log` review,
+    when the caller sent it early."""
     if objs.run is None or not main_started(RunContext(objs=objs, now=now)):
         return None, None
     kusto = ws.spec.logs.kusto if ws.spec.logs else None
     uid = (objs.run.get("metadata") or {}).get("uid")
 
     async def logs_read() -> LogEvidence:
-        read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout)
+        read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, access=access)
         return remember(seen, uid, read, now)
 
     logs_call = logs_read()
@@ -418,20 +434,30 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
     api = await kube.user(ws.cluster_target(), identity)
     async with api:
         reader = KubeReader(api, timeout)
+        # The driver log may be read only after the user's `get pods/log` review allowed it; sent
+        # with round 2 (the pods), the read itself joins round 3 instead of adding two (issue 28).
+        log_access = LogAccess(reader, ns)
+
+        def on_run(objs: RunObjects) -> None:
+            if layer7 and reads_driver_log(objs, now):
+                log_access.start()
 
         async def nodes_and_evidence(objs: RunObjects) -> tuple[Any, Any]:
             none: tuple[Any, Any] = (None, None)
             nodes_call = read_nodes(reader, objs) if nodes_health and objs.pods else _value(none)
             evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout,
                                             mlflow_token=mlflow_token, mlflow_auth=mlflow_auth,
-                                            seen=seen) if layer7 else _value(none)
+                                            seen=seen, access=log_access) if layer7 else _value(none)
             return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
         async def queue(run_obj: dict) -> QueueRead:
             return await read_queue(reader, ns, labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue)
 
-        collected = await collect(reader, ns, run, now, tauworkspace_path(ws), alongside=nodes_and_evidence,
-                                  queue=queue)
+        try:
+            collected = await collect(reader, ns, run, now, tauworkspace_path(ws),
+                                      alongside=nodes_and_evidence, queue=queue, on_run=on_run)
+        finally:
+            await log_access.settle()
         objects, tw = collected.objects, collected.tauworkspace
         gpu_profile: GpuProfile | None = None
         ready = isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready"

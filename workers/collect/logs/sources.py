@@ -94,20 +94,41 @@ def order_pods(pods: list[dict]) -> list[dict]:
 
 class LogAccess:
     """The caller's `get pods/log` access review in the run's namespace, asked at most once per
-    read (the dashboard and ADX both need it)."""
+    read (the dashboard and ADX both need it).
+
+    A live status asks it early (`start`, with the pods' round) so the log read that waits for it
+    is not a round of its own; whoever asks, nothing is read before the answer is in."""
 
     def __init__(self, reader: KubeReader, namespace: str) -> None:
         self.reader, self.namespace = reader, namespace
         self._answer: bool | ReadError | None = None
+        self._asked: asyncio.Future[bool | ReadError] | None = None
+        self._told = False
+
+    def start(self) -> None:
+        """Send the review now; `allowed` then waits for this one instead of asking again."""
+        if self._asked is None:
+            self._asked = asyncio.ensure_future(self._review())
+
+    async def _review(self) -> bool | ReadError:
+        return await self.reader.access_review("get", "pods", "", namespace=self.namespace, subresource="log")
+
+    async def settle(self) -> None:
+        """Wait for a review `start` sent, so it never outlives the client it went on."""
+        if self._asked is not None:
+            await asyncio.gather(self._asked, return_exceptions=True)
 
     async def allowed(self, result: LogsResult, what: str) -> bool:
         """True when allowed; otherwise the reason is added to ``result`` (once) for ``what``."""
         if self._answer is None:
-            self._answer = await self.reader.access_review("get", "pods", "", namespace=self.namespace,
-                                                           subresource="log")
+            self.start()
+            assert self._asked is not None
+            self._answer = await self._asked
+        if not self._told and self._answer is not True:
+            self._told = True
             if isinstance(self._answer, ReadError):
                 result.unavailable.append(f"{what}: access review {self._answer.describe()}")
-            elif not self._answer:
+            else:
                 result.unavailable.append("permission denied (get pods/log)")
         return self._answer is True
 
@@ -146,7 +167,11 @@ def run_pods(run_obj: dict, kind: str | None, pods: list[dict]) -> tuple[list[st
 
 
 async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, tail: int,
-                          access: LogAccess) -> bool:
+                          access: LogAccess, head_ip: str | None = None) -> bool:
+    """The driver log from the dashboard. With the head pod's IP (a live status read the pods), one
+    read: Ray's log API finds the driver's node from `submission_id` itself and needs a node only
+    to accept the query (`GetLogOptions`), so the head's IP stands in and the job's details are
+    read only when that answer fails (Ray 2.60: `LogsManager.resolve_filename`)."""
     status = rayjob.get("status") or {}
     cluster, job_id = status.get("rayClusterName"), status.get("jobId")
     if not cluster or not job_id:
@@ -158,6 +183,16 @@ async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, 
     if not await access.allowed(result, "ray dashboard"):
         return False
     ns, service = result.namespace or "", f"{cluster}-head-svc"
+    if head_ip:
+        path = proxy_path("services", ns, service, "dashboard", "api/v0/logs/file")
+        got = await reader.text(path, {"node_ip": head_ip, "submission_id": job_id, "lines": tail + 1},
+                                max_bytes=DASHBOARD_MAX_BYTES)
+        if isinstance(got, str):
+            return _dashboard_lines(result, got, tail, cluster)
+        if got.kind == "forbidden" or (got.kind == "not_found" and not _RAY_NO_JOB.match(got.message)):
+            result.unavailable.append(_dashboard_why(got, job_id))
+            return False
+        # Ray could not serve it this way (a driver with no node yet answers 500): the details say why
     details = await reader.text(proxy_path("services", ns, service, "dashboard", f"api/jobs/{job_id}"),
                                 max_bytes=DETAILS_MAX_BYTES)
     if isinstance(details, ReadError):
@@ -186,7 +221,14 @@ async def _from_dashboard(reader: KubeReader, result: LogsResult, rayjob: dict, 
         result.unavailable.append(_dashboard_why(got, job_id) if isinstance(got, ReadError)
                                   else "ray dashboard: no log")
         return False
-    clipped = len(got.encode()) >= DASHBOARD_MAX_BYTES
+    return _dashboard_lines(result, text, tail, cluster, clipped=len(got.encode()) >= DASHBOARD_MAX_BYTES)
+
+
+def _dashboard_lines(result: LogsResult, text: str, tail: int, cluster: str, *, clipped: bool | None = None
+                     ) -> bool:
+    """The driver log's last ``tail`` lines into ``result``."""
+    if clipped is None:
+        clipped = len(text.encode()) >= DASHBOARD_MAX_BYTES
     if clipped:  # the last line read may be cut: drop it
         text = text.rsplit("\n", 1)[0]
     lines, truncated = last_lines(text, tail, timestamps=False)
@@ -314,15 +356,27 @@ async def read_run_logs(reader: KubeReader, *, namespace: str, run: str, tail: i
 PROGRESS_TAIL = 2000  # lines a live status reads to judge progress: one bounded read
 
 
+def head_pod_ip(objs: RunObjects) -> str | None:
+    """The Ray head pod's IP (KubeRay's `ray.io/node-type: head`), when the status read it."""
+    for pod in objs.pods:
+        if ((pod.get("metadata") or {}).get("labels") or {}).get("ray.io/node-type") == "head":
+            ip = (pod.get("status") or {}).get("podIP")
+            if isinstance(ip, str) and ip:
+                return ip
+    return None
+
+
 async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs | None, now: datetime,
-                       timeout: float = 10.0, tail: int = PROGRESS_TAIL) -> LogEvidence:
+                       timeout: float = 10.0, tail: int = PROGRESS_TAIL, access: LogAccess | None = None
+                       ) -> LogEvidence:
     """The run's log for the Runtime progress check of a live status, from what the status
-    already read (the run, its pods): one dashboard or pod-log read, else ADX."""
+    already read (the run, its pods): one dashboard or pod-log read, else ADX. ``access``: the
+    status's `get pods/log` review, already under way."""
     result = LogsResult(run=objs.name, namespace=objs.namespace, kind=objs.kind)
-    access, main_pods = LogAccess(reader, objs.namespace or ""), list[dict]()
+    access, main_pods = access or LogAccess(reader, objs.namespace or ""), list[dict]()
     done = False
     if objs.kind == "RayJob" and objs.run is not None:
-        done = await _from_dashboard(reader, result, objs.run, tail, access)
+        done = await _from_dashboard(reader, result, objs.run, tail, access, head_ip=head_pod_ip(objs))
     elif objs.kind == "Job":
         main_pods = [p for p in objs.pods if not objs.is_ray_pod(p)]
         done = await _from_pods(reader, result, objs.name, tail, False, pods=main_pods)
@@ -351,5 +405,5 @@ async def logs_live(registry: Registry, *, run: str, identity: Identity, now: da
                                    tail=tail, previous=previous, kusto=kusto, now=now, timeout=timeout)
 
 
-__all__ = ["PROGRESS_TAIL", "LogAccess", "log_evidence", "logs_live", "order_pods", "read_run_logs",
-           "run_pods"]
+__all__ = ["PROGRESS_TAIL", "LogAccess", "head_pod_ip", "log_evidence", "logs_live", "order_pods",
+           "read_run_logs", "run_pods"]

@@ -1,0 +1,99 @@
+"""Rounds per live status (issue 28): at most three dependent rounds with layers 6–8, two when
+the answer is decided before layer 5.
+
+The emulator answers every request after `LATENCY`, so the requests a status sends together
+arrive together, a burst: a request's round is 1 + the deepest round answered before it
+arrived (`RecordedRequest.round`), which is how many round trips the status waited for.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from tests.diagnosis.test_node_health import node
+from tests.fakes.kube_api import KubeEmulator, RecordedRequest
+from tests.fixtures import k8s
+from tests.fixtures.ray_dashboard import serve_driver_log
+from workers.collect.investigate import diagnose_live
+from workers.kube.client import Identity
+from workers.workspaces import load_descriptors
+
+from .conftest import workspace_objects, write_descriptor
+
+NOW = k8s.T0 + timedelta(minutes=30)
+ALICE = Identity(user="alice@example.com", groups=("team-vision",))
+LATENCY = 0.05
+RUN = "ray-pretrain-13b"
+# Ray's driver log as the dashboard's log API answers it: no timestamps (shared/reference/training-logs.md)
+DRIVER_LOG = "".join(f"{{'loss': {2 - i / 10:.4f}, 'grad_norm': 1.1, 'epoch': {i / 10:.2f}}}\n" for i in range(8))
+
+
+def running_rayjob() -> list[dict]:
+    """A running RayJob (KubeRay shapes), its cluster's pods on two nodes, and the head service."""
+    rj = k8s.rayjob(RUN)
+    rc = k8s.raycluster(rayjob=rj, state="ready")
+    pods = [k8s.ray_pod(rc, "head", phase="Running", containers=[k8s.running("ray-head")], node="gpu-node-1"),
+            k8s.ray_pod(rc, "worker", phase="Running", containers=[k8s.running("ray-worker")], node="gpu-node-2")]
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": f"{rj['status']['rayClusterName']}-head-svc", "namespace": k8s.NS},
+               "spec": {"ports": [{"name": "dashboard", "port": 8265}]}}
+    nodes = [node(**{"metadata.name": n}) for n in ("gpu-node-1", "gpu-node-2")]
+    return [*workspace_objects(), rj, rc, *pods, service, k8s.workload(rj, state="admitted"), *nodes]
+
+
+def served(emu: KubeEmulator) -> None:
+    rj = k8s.rayjob(RUN)["status"]
+    serve_driver_log(emu, k8s.NS, f"{rj['rayClusterName']}-head-svc", rj["jobId"], DRIVER_LOG)
+
+
+async def status(emu: KubeEmulator, tmp_path: Path, run: str = RUN):  # noqa: ANN201
+    write_descriptor(tmp_path, emu.base_url)
+    return await diagnose_live(load_descriptors(tmp_path), run=run, identity=ALICE, now=NOW, workspace="vision")
+
+
+def rounds_of(requests: list[RecordedRequest]) -> list[tuple[int, str, str]]:
+    return [(r.round, r.method, r.path) for r in requests]
+
+
+async def test_a_running_rayjob_with_nodes_and_its_driver_log_takes_three_rounds(tmp_path: Path) -> None:
+    async with KubeEmulator(running_rayjob(), latency=LATENCY) as emu:
+        served(emu)
+        d = (await status(emu, tmp_path)).diagnosis
+        assert d.phase("Runtime progress").state.value == "active", d.phase("Runtime progress").summary
+        requests = list(emu.requests)
+        assert emu.rounds() == 3, rounds_of(requests)
+        [review] = [r for r in requests if r.path.endswith("/selfsubjectaccessreviews")]
+        [log] = [r for r in requests if "/proxy/" in r.path]
+        [nodes] = [r for r in requests if r.path == "/api/v1/nodes"]
+        assert review.body["spec"]["resourceAttributes"]["subresource"] == "log"
+        # The review rides with the pods (round 2); the log read waits for its answer (round 3).
+        assert (review.round, log.round, nodes.round) == (2, 3, 3)
+        assert log.path.endswith("-head-svc:dashboard/proxy/api/v0/logs/file")
+        head_ip = next(p["status"]["podIP"] for p in running_rayjob()
+                       if p.get("kind") == "Pod" and "head" in p["metadata"]["name"])
+        assert log.query["node_ip"] == head_ip and log.query["submission_id"] == k8s.rayjob(RUN)["status"]["jobId"]
+        assert len(requests) == 10, rounds_of(requests)
+
+
+async def test_a_user_denied_pod_logs_gets_no_dashboard_read_in_a_status(tmp_path: Path) -> None:
+    """Issue 26.6 holds with the early review: nothing is read through the proxy before it allows."""
+    async with KubeEmulator(running_rayjob(), latency=LATENCY) as emu:
+        served(emu)
+        emu.forbid("get", "pods", subresource="log", user=ALICE.user)
+        d = (await status(emu, tmp_path)).diagnosis
+        assert "permission denied (get pods/log)" in d.phase("Runtime progress").summary
+        assert not [r for r in emu.requests if "/proxy/" in r.path]
+        assert emu.rounds() <= 3
+
+
+async def test_waiting_for_quota_takes_two_rounds_and_reads_no_node_or_log(tmp_path: Path) -> None:
+    job = k8s.job("llama-ft-7b", suspend=True)
+    objects = [*workspace_objects(), job, k8s.workload(job, state="pending")]
+    async with KubeEmulator(objects, latency=LATENCY) as emu:
+        d = (await status(emu, tmp_path, "llama-ft-7b")).diagnosis
+        assert d.first_incomplete == "Kueue admission"
+        requests = list(emu.requests)
+        assert emu.rounds() <= 2, rounds_of(requests)
+        assert not [r for r in requests if r.path.endswith(("/log", "/selfsubjectaccessreviews"))
+                    or "/nodes" in r.path or "/proxy/" in r.path]
