@@ -15,14 +15,14 @@ recorded with its headers.
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from aiohttp import web
+
+from shell.threaded_http import serving_in_thread
 
 _TAG_FILTER = re.compile(r"^tags\.`(?P<key>[^`]+)` = '(?P<value>[^']*)'$")
 
@@ -66,27 +66,11 @@ class MlflowEmulator:
 @contextmanager
 def running_mlflow() -> Iterator[MlflowEmulator]:
     fake = MlflowEmulator()
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="mlflow-emulator", daemon=True)
-    thread.start()
     app = web.Application()
     app.router.add_route("*", "/api/2.0/mlflow/{method:.+}", fake._handle)
-    runner = web.AppRunner(app, access_log=None)
-
-    async def start() -> None:
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        fake.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-
-    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
-    try:
+    with serving_in_thread(app, name="mlflow-emulator") as url:
+        fake.base_url = url
         yield fake
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
 
 
 __all__ = ["MlflowEmulator", "running_mlflow"]

@@ -12,7 +12,6 @@ declaring them would find nothing.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
@@ -23,6 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+
+from shell.threaded_http import serving_in_thread
 
 _DATETIME = re.compile(r"^datetime\((.+)\)$")
 _DYNAMIC = re.compile(r"^dynamic\((.*)\)$", re.DOTALL)
@@ -104,24 +105,8 @@ class FakeKusto:
 def running_fake_kusto() -> Iterator[FakeKusto]:
     """The fake on a free loopback port, served from a daemon thread."""
     fake = FakeKusto()
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="fake-kusto", daemon=True)
-    thread.start()
     app = web.Application()
     app.router.add_post("/v2/rest/query", fake._query)
-    runner = web.AppRunner(app, access_log=None)
-
-    async def start() -> None:
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        fake.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-
-    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
-    try:
+    with serving_in_thread(app, name="fake-kusto") as url:
+        fake.base_url = url
         yield fake
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
