@@ -26,23 +26,28 @@ NOW = k8s.T0 + timedelta(minutes=30)
 ALICE = Identity(user="alice@example.com", groups=("team-vision", "gpu-users"))
 CQ = "h100-shared"
 VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/team-vision/localqueues/team-a/pendingworkloads"
+CQ_VISIBILITY = f"/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/{CQ}/pendingworkloads"
+CQ_OBJECT = f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{CQ}"
+NLP_WORKLOAD = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-nlp/workloads/"
 
 
 def queued(name: str, at: float, ns: str = k8s.NS, queue: str = "team-a", gpus: int = 8,
            parallelism: int = 1) -> list[dict]:
     """A suspended Job and its Workload waiting for quota (kueue WaitingForQuota shape)."""
     job = k8s.job(name, ns, queue=queue, suspend=True, gpus=gpus, parallelism=parallelism, at=at)
-    return [job, k8s.workload(job, state="waiting_for_quota", cluster_queue=CQ, at=at)]
+    return [job, k8s.workload(job, state="waiting_for_quota", cluster_queue=CQ, flavor="h100", at=at)]
 
 
 def cluster() -> list[dict]:
     """Ahead of `train`: one Workload of team-nlp (another LocalQueue of the same ClusterQueue)
-    and one of team-vision asking for 2 pods × 8 GPUs; behind it, one more of team-vision."""
+    and one of team-vision asking for 2 pods × 8 GPUs; behind it, one more of team-vision. The
+    ClusterQueue has 64 GPUs of flavour h100, 56 of them reserved (kueue's ClusterQueue shape,
+    flavorsReservation / resourceGroups nominalQuota)."""
     return [
         k8s.tau_workspace("vision"), k8s.pvc(),
         k8s.local_queue("team-a", cluster_queue=CQ, pending=3),
         k8s.local_queue("nlp", ns="team-nlp", cluster_queue=CQ, pending=1),
-        k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=16, pending=4),
+        k8s.cluster_queue(CQ, gpu_quota=64, gpu_used=56, flavor="h100", pending=4),
         *queued("nlp-pretrain", 10, ns="team-nlp", queue="nlp"),
         *queued("sweep-7", 20, parallelism=2),
         *queued("train", 30),
@@ -66,30 +71,85 @@ def assert_impersonated(requests) -> None:
         assert req.headers.getall("Impersonate-Group") == list(ALICE.groups), req.path
 
 
-async def test_position_gpus_ahead_and_no_start_time_within_two_rounds(tmp_path: Path) -> None:
+async def test_position_in_the_cluster_queue_gpus_ahead_and_free_quota(tmp_path: Path) -> None:
     report, requests, rounds = await status(tmp_path)
     d = report.diagnosis
     assert d.phase("Kueue admission").reason == "quota.waiting"
-    # The card's first screen: the position; *Details* and the terminal: what the ones ahead ask.
-    assert queue_line(d) == ("*Queue:* 3rd in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a) · "
-                             "more in *Details*")
+    # The card's first screen: the position, what the ones ahead ask for, the free quota.
+    first = ("*Queue:* 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 "
+             "ahead of you ask for 24 GPUs; 8 of 64 nvidia.com/gpu free in flavour h100")
+    assert queue_line(d) == first + " · more in *Details*"
     card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False))
     assert queue_line(d) in "\n".join(card_texts(card.blocks))  # it fits beside the evidence here
     line = phase_tree_text(d)
-    assert ("*Queue:* 3rd in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 1 ahead "
-            "of you in it asks for 16 GPUs; 1 more ahead from other LocalQueues") in line
+    assert first.removeprefix("*Queue:* ") in line
     assert "start time unknown: Kueue does not know when the running workloads end" in line
-    assert "queue: 3rd in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 1 ahead" \
+    assert "queue: 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 ahead" \
         in render_text(d)
     qp = d.contract()["queue_position"]
-    assert (qp["position_in_cluster_queue"], qp["position_in_local_queue"], qp["gpus_ahead"]) == (3, 2, 16)
+    assert (qp["position_in_cluster_queue"], qp["pending_in_cluster_queue"], qp["position_in_local_queue"],
+            qp["gpus_ahead"], qp["gpus_ahead_in_cluster_queue"], qp["unreadable_ahead"]) == (3, 4, 2, 16, 24, 0)
+    assert qp["free_quota"] == [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 64.0,
+                                 "reserved": 56.0, "borrowed": 0.0}]
     assert qp["ahead_in_local_queue"] == [k8s.workload_name(k8s.job("sweep-7", at=20))]
     [read] = [r for r in requests if r.path == VISIBILITY]
+    assert [r.path for r in requests if r.path in (CQ_VISIBILITY, CQ_OBJECT)] != []
+    assert {r.path for r in requests if r.path in (CQ_VISIBILITY, CQ_OBJECT)} == {CQ_VISIBILITY, CQ_OBJECT}
+    [nlp] = [r for r in requests if r.path.startswith(NLP_WORKLOAD)]  # the one ahead in another namespace
     assert_impersonated(requests)
     assert read.identity.user == ALICE.user
-    # Issue 28: decided before layer 5, so two rounds; the queue reads join round 2 (5 → 8 requests).
-    assert rounds == 2, [(r.round, r.path) for r in requests]
-    assert len(requests) == 8 and report.requests == 8
+    # Round 2 reads the LocalQueue's list with the run's objects; round 3 the ClusterQueue's list and
+    # quota (its name comes from the LocalQueue); round 4 the Workload ahead in team-nlp (5 → 11).
+    assert rounds == 4, [(r.round, r.path) for r in requests]
+    assert (read.round, nlp.round) == (2, 4)
+    assert len(requests) == 11 and report.requests == 11
+
+
+async def test_team_rbac_hides_the_other_namespaces_requests(tmp_path: Path) -> None:
+    """A team's Role reads its own Workloads only: the one ahead in team-nlp is said unreadable,
+    and the GPUs ahead are a lower bound."""
+    report, requests, _ = await status(
+        tmp_path, lambda emu: emu.forbid("get", "workloads", user=ALICE.user, namespace="team-nlp"))
+    line = phase_tree_text(report.diagnosis)
+    assert ("3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 ahead of "
+            "you ask for at least 16 GPUs (1 of them in namespaces whose Workloads you may not read)") in line
+    assert report.diagnosis.contract()["queue_position"]["unreadable_ahead"] == 1
+
+
+async def test_cluster_queue_denied_says_unavailable_never_a_guess(tmp_path: Path) -> None:
+    """No kueue-pending-workloads-cq-viewer and no `get clusterqueues`: the LocalQueue's answer stays,
+    the ClusterQueue's list and free quota are `unavailable` with the reason."""
+    def deny(emu: KubeEmulator) -> None:
+        emu.forbid("get", "clusterqueues", user=ALICE.user, subresource="pendingworkloads")
+        emu.forbid("get", "clusterqueues", user=ALICE.user)
+
+    report, requests, _ = await status(tmp_path, deny)
+    d = report.diagnosis
+    assert queue_line(d) == ("*Queue:* 3rd in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); "
+                             "the 1 ahead of you in it asks for 16 GPUs; 1 more ahead from other LocalQueues "
+                             "(their requests are not visible to you) · more in *Details*")
+    line = phase_tree_text(d)
+    assert ("the ClusterQueue's pending list unavailable: permission denied (get clusterqueues/pendingworkloads "
+            "in visibility.kueue.x-k8s.io); the queue owner grants it (Kueue's kueue-pending-workloads-cq-viewer "
+            "ClusterRole)") in line
+    assert "free quota unavailable: permission denied (get clusterqueues in kueue.x-k8s.io)" in line
+    assert " of 4 " not in line and "free in flavour" not in line
+    qp = d.contract()["queue_position"]
+    assert (qp["pending_in_cluster_queue"], qp["free_quota"]) == (None, [])
+    assert not [r for r in requests if r.path.startswith(NLP_WORKLOAD)]  # no list: nothing ahead to read
+
+
+async def test_kueue_with_only_the_v1alpha1_visibility_api(tmp_path: Path) -> None:
+    """Kueue v0.6–v0.9 served visibility.kueue.x-k8s.io/v1alpha1 only (v1beta1 since v0.9,
+    v1alpha1 removed in v0.10 by kubernetes-sigs/kueue#3499): a 404 for v1beta1 is asked again there."""
+    report, requests, _ = await status(
+        tmp_path, lambda emu: emu.serve_versions("visibility.kueue.x-k8s.io", ["v1alpha1"]))
+    line = phase_tree_text(report.diagnosis)
+    assert "3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a)" in line, line
+    paths = [r.path for r in requests if "visibility.kueue" in r.path]
+    assert paths == [VISIBILITY, VISIBILITY.replace("v1beta1", "v1alpha1"),
+                     CQ_VISIBILITY.replace("v1beta1", "v1alpha1")]
+    assert_impersonated(requests)
 
 
 async def test_forbidden_visibility_says_why(tmp_path: Path) -> None:
@@ -111,8 +171,11 @@ async def test_kueue_without_visibility_api(tmp_path: Path) -> None:
     report, requests, _ = await status(
         tmp_path, lambda emu: emu.serve_versions("visibility.kueue.x-k8s.io", []))
     line = phase_tree_text(report.diagnosis)
-    assert "*Queue:* unavailable: this cluster's Kueue does not serve its visibility API" in line, line
+    assert ("*Queue:* unavailable: this cluster's Kueue does not serve its visibility API "
+            "(visibility.kueue.x-k8s.io v1beta1 or v1alpha1: Kueue before v0.6, or VisibilityOnDemand off)") \
+        in line, line
     assert "not found" not in line
+    assert len([r for r in requests if "visibility.kueue" in r.path]) == 2  # v1beta1, then v1alpha1
     assert_impersonated(requests)
 
 
@@ -132,4 +195,4 @@ def test_shell_demo_prints_the_queue_line() -> None:
     done = subprocess.run([sys.executable, "-m", "workers.cli", "shell", "--demo"],
                           input="/tau status llama-ft-queued\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "Queue: 1st in ClusterQueue cluster-queue (1st of 3 in your LocalQueue team-a)" in done.stdout
+    assert "Queue: 1st of 3 in ClusterQueue cluster-queue (1st of 3 in your LocalQueue team-a)" in done.stdout

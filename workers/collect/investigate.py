@@ -195,10 +195,10 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
 
     ``alongside`` is started on the objects of round 2 and runs concurrently with round 3 (the
     events): the node reads and the log read depend on the pods, not on the events, so a status
-    costs three round trips, not five. ``queue`` (the queue-position reads) joins round 2 when
-    Kueue keeps the run suspended, so a waiting-for-quota status stays at two rounds. ``on_run``
-    sees the run alone as soon as round 1 found it, to start what round 2 may carry for round 3
-    (the log's access review)."""
+    costs three round trips, not five. ``queue`` (the queue-position reads) starts with round 2 when
+    Kueue keeps the run suspended and goes on, for the ClusterQueue's reads, while round 2's other
+    answers are evaluated (workers/collect/queue.py). ``on_run`` sees the run alone as soon as
+    round 1 found it, to start what round 2 may carry for round 3 (the log's access review)."""
     gaps: dict[str, ReadGap] = {}
     objects: list[dict] = []
 
@@ -507,7 +507,8 @@ def _position(collected: Collected) -> QueuePosition:
     if not isinstance(collected.queue, QueueRead) or objs is None or objs.run is None:
         return QueuePosition(local_queue="?", unavailable="not read (Kueue had not suspended the run)")
     return position_from(collected.queue, run_uid=meta(objs.run).get("uid") or "",
-                         workload_names={meta(w).get("name") for w in objs.workloads})
+                         workload_names={meta(w).get("name") for w in objs.workloads},
+                         run_workloads=objs.workloads)
 
 
 def _layer_profile(report: LayerReport) -> GpuProfile:

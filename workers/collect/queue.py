@@ -1,64 +1,159 @@
 """The reads behind a waiting run's queue position (layer 4), under the user's impersonation.
 
-Three concurrent requests, started with round 2 of a status (so a waiting-for-quota
-status stays at two rounds) and only for a run Kueue keeps suspended:
+Started with round 2 of a status, and only for a run Kueue keeps suspended:
 
-* Kueue's visibility API for the LocalQueue
-  (`GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/<ns>/localqueues/<lq>/pendingworkloads`);
-* the LocalQueue itself, for its ClusterQueue's name;
-* the namespace's Workloads, for what the ones ahead in the LocalQueue ask for.
+* round 2, concurrently: Kueue's visibility API for the LocalQueue
+  (`GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/<ns>/localqueues/<lq>/pendingworkloads`),
+  the LocalQueue itself (for its ClusterQueue's name) and the namespace's Workloads (for what
+  the ones ahead ask for);
+* round 3, once the ClusterQueue's name is known: its own pending list
+  (`…/clusterqueues/<cq>/pendingworkloads`, which Kueue's kueue-pending-workloads-cq-viewer
+  ClusterRole grants) and the ClusterQueue object (its nominal quota and what is reserved);
+* round 4, only when Workloads of other namespaces are ahead: a GET of each (at most
+  `MAX_AHEAD_READS`), which a team's RBAC usually denies — then their requests are said to be
+  unreadable, never guessed.
 
-The ClusterQueue's own pending list and free quota would need its name first — a third
-round — so they are not read by a status. A 403 or a Kueue that does not serve the
-visibility API (before v0.9, or the `VisibilityOnDemand` gate off) is said as such.
+Kueue's visibility API is `v1beta1` since Kueue v0.9 (`v1beta2` too since v0.15) and was
+`v1alpha1` in v0.6–v0.9 (removed in v0.10, kubernetes-sigs/kueue#3499): a 404 for the group
+version (the API server's "the server could not find the requested resource", not a NotFound
+of the queue) is asked again at `v1alpha1`. A 403 or a Kueue that serves neither is said as such.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from workers.diagnosis.queue_position import QueuePosition, queue_position
+from workers.diagnosis.queue_position import (
+    QueuePosition,
+    cohort_of,
+    free_quota,
+    in_cluster_queue,
+    queue_position,
+    workload_key,
+)
 from workers.kube.reader import KubeReader, ReadError, resource_path
 
-VISIBILITY = ("visibility.kueue.x-k8s.io", "v1beta1")
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+# Newest first: v1beta1 is served by every Kueue since v0.9; v1alpha1 by v0.6–v0.9.
+VISIBILITY_VERSIONS = ("v1beta1", "v1alpha1")
+VISIBILITY = (VISIBILITY_GROUP, VISIBILITY_VERSIONS[0])
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+KUEUE_V1BETA1 = ("kueue.x-k8s.io", "v1beta1")
 PAGE_SIZE = 2000
+MAX_AHEAD_READS = 8  # GETs of Workloads ahead in other namespaces; past this they count as unread
+# The API server's 404 for a path it does not serve (an APIService not registered), as opposed to
+# a NotFound Status naming the object (`localqueue.kueue.x-k8s.io "x" not found`).
+UNSERVED = "the server could not find the requested resource"
 
 
 @dataclass
 class QueueRead:
-    """What the three reads returned (each an answer or a ReadError)."""
+    """What the reads returned (each an answer or a ReadError; None: not read)."""
 
     local_queue: str
     summary: dict | ReadError
     queue_object: dict | ReadError
     workloads: list[dict] | ReadError
+    visibility_version: str = VISIBILITY_VERSIONS[0]
+    cluster_summary: dict | ReadError | None = None
+    cluster_queue_object: dict | ReadError | None = None
+    ahead: dict[tuple[str, str], dict | ReadError] = field(default_factory=dict)
 
 
-async def read_queue(reader: KubeReader, namespace: str, local_queue: str) -> QueueRead:
-    """The LocalQueue's pending Workloads, the LocalQueue and the namespace's Workloads, at once."""
-    summary, lq, workloads = await asyncio.gather(
-        reader.get(resource_path(*VISIBILITY, "localqueues", namespace, local_queue, "pendingworkloads")),
-        reader.get(resource_path(*KUEUE, "localqueues", namespace, local_queue)),
-        reader.list(resource_path(*KUEUE, "workloads", namespace), limit=PAGE_SIZE),
-    )
-    return QueueRead(local_queue, summary, lq, workloads)
+def unserved(got: object) -> bool:
+    """A 404 for the group version itself: this Kueue does not serve that API version."""
+    return isinstance(got, ReadError) and got.kind == "not_found" and got.message == UNSERVED
 
 
-def _why(summary: ReadError, queue_object: dict | ReadError) -> str:
+async def _pending(reader: KubeReader, version: str, plural: str, namespace: str | None,
+                   name: str) -> dict | ReadError:
+    return await reader.get(resource_path(VISIBILITY_GROUP, version, plural, namespace, name,
+                                          "pendingworkloads"))
+
+
+async def _cluster_queue(reader: KubeReader, name: str) -> dict | ReadError:
+    got = await reader.get(resource_path(*KUEUE, "clusterqueues", name=name))
+    if unserved(got):  # a Kueue that serves only v1beta1 (before v0.15)
+        got = await reader.get(resource_path(*KUEUE_V1BETA1, "clusterqueues", name=name))
+    return got
+
+
+async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
+                     cluster_queue: str | None = None) -> QueueRead:
+    """The LocalQueue's pending Workloads, the LocalQueue and the namespace's Workloads at once;
+    then the ClusterQueue's pending list and quota; then the Workloads ahead in other namespaces.
+
+    ``cluster_queue``, when the caller already knows it (a watch's earlier read), starts the
+    ClusterQueue's reads with the others, so a re-read costs one round fewer; the LocalQueue's
+    answer still decides which ClusterQueue is meant (a hint that no longer holds is re-read)."""
+    calls = [_pending(reader, VISIBILITY_VERSIONS[0], "localqueues", namespace, local_queue),
+             reader.get(resource_path(*KUEUE, "localqueues", namespace, local_queue)),
+             reader.list(resource_path(*KUEUE, "workloads", namespace), limit=PAGE_SIZE)]
+    if cluster_queue:
+        calls += [_pending(reader, VISIBILITY_VERSIONS[0], "clusterqueues", None, cluster_queue),
+                  _cluster_queue(reader, cluster_queue)]
+    summary, lq, workloads, *hinted = await asyncio.gather(*calls)
+    version = VISIBILITY_VERSIONS[0]
+    if unserved(summary):
+        version = VISIBILITY_VERSIONS[1]
+        summary = await _pending(reader, version, "localqueues", namespace, local_queue)
+    read = QueueRead(local_queue, summary, lq, workloads, visibility_version=version)
+    named = (lq.get("spec") or {}).get("clusterQueue") if isinstance(lq, dict) else None
+    if not named or isinstance(summary, ReadError):  # no position: the ClusterQueue would add nothing
+        return read
+    if hinted and named == cluster_queue and version == VISIBILITY_VERSIONS[0]:
+        read.cluster_summary, read.cluster_queue_object = hinted
+    else:
+        read.cluster_summary, read.cluster_queue_object = await asyncio.gather(
+            _pending(reader, version, "clusterqueues", None, named), _cluster_queue(reader, named))
+    if isinstance(read.cluster_summary, dict):
+        local = {workload_key(w) for w in workloads} if isinstance(workloads, list) else set()
+        others = [k for k in _ahead_keys(read.cluster_summary, summary) if k not in local]
+        wanted = others[:MAX_AHEAD_READS]
+        got = await asyncio.gather(*(reader.get(resource_path(*KUEUE, "workloads", ns, name))
+                                     for ns, name in wanted))
+        read.ahead = dict(zip(wanted, got, strict=True))
+    return read
+
+
+def _ahead_keys(cluster_summary: dict, local_summary: dict | ReadError) -> list[tuple[str, str]]:
+    """(namespace, name) of the pending Workloads ahead of the first of the LocalQueue's list that
+    is in the ClusterQueue's list — an over-read bounded by `MAX_AHEAD_READS` at worst."""
+    items = [i for i in cluster_summary.get("items") or [] if isinstance(i, dict)]
+    mine = {workload_key(i) for i in (local_summary.get("items") or [] if isinstance(local_summary, dict)
+                                      else []) if isinstance(i, dict)}
+    deepest = max((int(i.get("positionInClusterQueue") or 0) for i in items if workload_key(i) in mine),
+                  default=-1)
+    return [workload_key(i) for i in items if int(i.get("positionInClusterQueue") or 0) < deepest]
+
+
+def _why(summary: ReadError, queue_object: dict | ReadError, plural: str = "localqueues") -> str:
+    viewer = "lq" if plural == "localqueues" else "cq"
     if summary.kind == "forbidden":
-        return (f"permission denied (get localqueues/pendingworkloads in {VISIBILITY[0]}); the "
-                "queue owner grants it (Kueue's kueue-pending-workloads-lq-viewer ClusterRole)")
+        return (f"permission denied (get {plural}/pendingworkloads in {VISIBILITY_GROUP}); the "
+                f"queue owner grants it (Kueue's kueue-pending-workloads-{viewer}-viewer ClusterRole)")
     if summary.kind == "not_found":
         if isinstance(queue_object, ReadError) and queue_object.kind == "not_found":
-            return "the LocalQueue does not exist"
-        return (f"this cluster's Kueue does not serve its visibility API ({'/'.join(VISIBILITY)}: "
-                "Kueue before v0.9, or VisibilityOnDemand off)")
+            return "the LocalQueue does not exist" if plural == "localqueues" else \
+                "the ClusterQueue does not exist"
+        if unserved(summary):
+            return (f"this cluster's Kueue does not serve its visibility API ({VISIBILITY_GROUP} "
+                    f"{' or '.join(VISIBILITY_VERSIONS)}: Kueue before v0.6, or VisibilityOnDemand off)")
+        return f"the {plural[:-1]} is not known to the visibility API ({summary.message or 'not found'})"
     return f"visibility API {summary.describe()}"
 
 
-def position_from(read: QueueRead, *, run_uid: str, workload_names: set[str]) -> QueuePosition:
+def _quota_why(got: ReadError) -> str:
+    if got.kind == "forbidden":
+        return "permission denied (get clusterqueues in kueue.x-k8s.io)"
+    if got.kind == "not_found":
+        return "the ClusterQueue does not exist"
+    return f"ClusterQueue {got.describe()}"
+
+
+def position_from(read: QueueRead, *, run_uid: str, workload_names: set[str],
+                  run_workloads: list[dict] | None = None) -> QueuePosition:
     """The reads as position facts; a failed read is `unavailable` with its reason, never a guess."""
     cq = None
     if isinstance(read.queue_object, dict):
@@ -67,8 +162,36 @@ def position_from(read: QueueRead, *, run_uid: str, workload_names: set[str]) ->
         return queue_position(read.local_queue, None, run_uid=run_uid, workload_names=workload_names,
                               cluster_queue=cq, unavailable=_why(read.summary, read.queue_object))
     workloads = read.workloads if isinstance(read.workloads, list) else None
-    return queue_position(read.local_queue, read.summary, run_uid=run_uid, workload_names=workload_names,
-                          cluster_queue=cq, namespace_workloads=workloads)
+    qp = queue_position(read.local_queue, read.summary, run_uid=run_uid, workload_names=workload_names,
+                        cluster_queue=cq, namespace_workloads=workloads)
+    if qp.unavailable:
+        return qp
+    mine = next((workload_key(w) for w in run_workloads or [] if meta_name(w) in workload_names),
+                None)
+    if read.cluster_summary is None:
+        qp = qp.model_copy(update={"cluster_queue_unavailable": "not read (the LocalQueue names no "
+                                   "ClusterQueue)" if cq is None else "not read"})
+    elif isinstance(read.cluster_summary, ReadError):
+        qp = qp.model_copy(update={"cluster_queue_unavailable": _why(
+            read.cluster_summary, read.cluster_queue_object or {}, "clusterqueues")})
+    elif mine is not None:
+        known: dict[tuple[str, str], dict | None] = {workload_key(w): w for w in workloads or []}
+        for key, got in read.ahead.items():
+            known[key] = got if isinstance(got, dict) else None
+        qp = in_cluster_queue(qp, read.cluster_summary, mine=mine, known=known)
+    if isinstance(read.cluster_queue_object, dict):
+        quota, why = free_quota(read.cluster_queue_object, run_workloads or [])
+        qp = qp.model_copy(update={"free_quota": quota, "free_quota_unavailable": why,
+                                   "cohort": cohort_of(read.cluster_queue_object)})
+    elif isinstance(read.cluster_queue_object, ReadError):
+        qp = qp.model_copy(update={"free_quota_unavailable": _quota_why(read.cluster_queue_object)})
+    else:
+        qp = qp.model_copy(update={"free_quota_unavailable": "not read"})
+    return qp
 
 
-__all__ = ["QueueRead", "position_from", "read_queue"]
+def meta_name(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("name") or ""
+
+
+__all__ = ["MAX_AHEAD_READS", "QueueRead", "VISIBILITY_VERSIONS", "position_from", "read_queue", "unserved"]

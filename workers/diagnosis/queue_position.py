@@ -17,6 +17,8 @@ module turns them into `QueuePosition` facts; the renderer words them.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -25,6 +27,22 @@ from .linkage import QUEUE_LABEL, labels, meta
 
 GPU = "nvidia.com/gpu"
 NO_START_TIME = "unknown: Kueue does not know when the running workloads end"
+
+
+class FlavorQuota(BaseModel):
+    """One flavour's quota for one resource in the ClusterQueue: nominal against reserved."""
+
+    flavor: str
+    resource: str
+    nominal: float = Field(description="spec.resourceGroups[].flavors[].resources[].nominalQuota")
+    reserved: float = Field(description="status.flavorsReservation total (flavorsUsage when absent): "
+                            "quota held by the Workloads that reserved it, borrowed included")
+    borrowed: float = 0.0
+
+    @property
+    def free(self) -> float:
+        """Nominal quota no Workload holds; never below 0 (a ClusterQueue may borrow past it)."""
+        return max(self.nominal - self.reserved, 0.0)
 
 
 class QueuePosition(BaseModel):
@@ -40,6 +58,20 @@ class QueuePosition(BaseModel):
                                    "LocalQueue ask for; None when any of them could not be read")
     ahead_elsewhere: int | None = Field(default=None, description="ahead in the ClusterQueue from other "
                                         "LocalQueues (their requests are not visible to the user)")
+    pending_in_cluster_queue: int | None = Field(
+        default=None, description="pending Workloads in the ClusterQueue's own list (None: see "
+        "cluster_queue_unavailable)")
+    gpus_ahead_in_cluster_queue: int | None = Field(default=None, description="nvidia.com/gpu the ones "
+                                                    "ahead in the ClusterQueue ask for, of those readable")
+    unreadable_ahead: int = Field(default=0, description="ahead in the ClusterQueue whose Workloads the "
+                                  "user may not read (other namespaces): gpus_ahead_in_cluster_queue is "
+                                  "then a lower bound")
+    cluster_queue_unavailable: str | None = Field(default=None, description="why the ClusterQueue's "
+                                                  "pending list was not read (403, not served)")
+    free_quota: list[FlavorQuota] = Field(default_factory=list, description="the run's resource in the "
+                                          "flavours it can use")
+    free_quota_unavailable: str | None = Field(default=None, description="why there is no free quota")
+    cohort: str | None = Field(default=None, description="the ClusterQueue's cohort: it may borrow more")
     start_time: str = NO_START_TIME
     unavailable: str | None = Field(default=None, description="why there is no position (403, not "
                                     "served, not listed); the other fields are then empty")
@@ -111,4 +143,106 @@ def queue_position(local_queue: str, summary: dict[str, Any] | None, *, run_uid:
     )
 
 
-__all__ = ["NO_START_TIME", "QueuePosition", "awaits_admission", "queue_position", "workload_gpus"]
+def workload_key(item: dict) -> tuple[str, str]:
+    """(namespace, name) of a Workload or of a visibility list's PendingWorkload."""
+    md = meta(item)
+    return md.get("namespace") or "", md.get("name") or ""
+
+
+def in_cluster_queue(qp: QueuePosition, summary: dict[str, Any], *, mine: tuple[str, str],
+                     known: Mapping[tuple[str, str], dict | None]) -> QueuePosition:
+    """Add the ClusterQueue's own `PendingWorkloadsSummary`: how many wait in all and what every
+    one ahead asks for. ``known`` holds the Workloads read (None for one the user may not read):
+    the GPUs of those are a lower bound, and how many were unreadable is said, never guessed."""
+    if qp.unavailable:
+        return qp
+    items = [i for i in summary.get("items") or [] if isinstance(i, dict)]
+    me = next((i for i in items if workload_key(i) == mine), None)
+    if me is None:
+        return qp.model_copy(update={"cluster_queue_unavailable": "the run's Workload is not in the "
+                                     "ClusterQueue's pending list (it changed between the two reads)"})
+    position = int(me.get("positionInClusterQueue") or 0)
+    ahead = [workload_key(i) for i in items if int(i.get("positionInClusterQueue") or 0) < position]
+    readable = [known[k] for k in ahead if known.get(k) is not None]
+    return qp.model_copy(update={
+        "position_in_cluster_queue": position + 1, "pending_in_cluster_queue": len(items),
+        "gpus_ahead_in_cluster_queue": sum(workload_gpus(w) for w in readable if w is not None),
+        "unreadable_ahead": len(ahead) - len(readable),
+    })
+
+
+# Kueue's flavorassigner (pkg/scheduler/flavorassigner/flavorassigner.go): the resource and the
+# flavour a waiting Workload could not fit, e.g. "insufficient unused quota for nvidia.com/gpu in
+# flavor h100, 8 more needed".
+_WANTED = re.compile(r"insufficient unused quota for (?P<resource>\S+) in flavor (?P<flavor>[^\s,]+)")
+_SUFFIX = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "m": 1e-3, "k": 1e3, "M": 1e6,
+           "G": 1e9, "T": 1e12}
+_QUANTITY = re.compile(r"^(?P<n>[0-9.]+)(?P<s>Ki|Mi|Gi|Ti|m|k|M|G|T)?$")
+
+
+def quantity(value: object) -> float | None:
+    """A Kubernetes quantity (`64`, `"8"`, `500m`, `19531250Ki`) as a number; None when it is not one."""
+    match = _QUANTITY.match(str(value).strip())
+    if match is None:
+        return None
+    try:
+        return float(match.group("n")) * _SUFFIX.get(match.group("s") or "", 1)
+    except ValueError:
+        return None
+
+
+def _wanted(run_workloads: list[dict]) -> tuple[set[str], set[str]]:
+    """(resources, flavours) the run's Workload could not fit, from its QuotaReserved message; the
+    resource is nvidia.com/gpu when the message names none and the Workload asks for GPUs."""
+    resources: set[str] = set()
+    flavors: set[str] = set()
+    for wl in run_workloads:
+        for cond in (wl.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "QuotaReserved":
+                for match in _WANTED.finditer(cond.get("message") or ""):
+                    resources.add(match.group("resource"))
+                    flavors.add(match.group("flavor"))
+    if not resources and any(workload_gpus(wl) for wl in run_workloads):
+        resources.add(GPU)
+    return resources, flavors
+
+
+def free_quota(cluster_queue: dict, run_workloads: list[dict]) -> tuple[list[FlavorQuota], str | None]:
+    """The ClusterQueue's unreserved nominal quota for the run's resource in each flavour it may
+    use (the one Kueue's message names, else every flavour of the resource group covering it),
+    with why there is none. Reservation is what Kueue's scheduler counts against nominal quota."""
+    resources, flavors = _wanted(run_workloads)
+    if not resources:
+        return [], "the run's Workload names no resource it waits for"
+    status = cluster_queue.get("status") or {}
+    held: dict[tuple[str, str], tuple[float, float]] = {}
+    for fl in status.get("flavorsReservation") or status.get("flavorsUsage") or []:
+        for res in fl.get("resources") or []:
+            held[(fl.get("name") or "", res.get("name") or "")] = (
+                quantity(res.get("total", 0)) or 0.0, quantity(res.get("borrowed", 0)) or 0.0)
+    out: list[FlavorQuota] = []
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+        for fl in group.get("flavors") or []:
+            name = fl.get("name") or ""
+            if flavors and name not in flavors:
+                continue
+            for res in fl.get("resources") or []:
+                rname = res.get("name") or ""
+                nominal = quantity(res.get("nominalQuota", 0))
+                if rname in resources and nominal is not None:
+                    reserved, borrowed = held.get((name, rname), (0.0, 0.0))
+                    out.append(FlavorQuota(flavor=name, resource=rname, nominal=nominal, reserved=reserved,
+                                           borrowed=borrowed))
+    if not out:
+        return [], f"the ClusterQueue has no quota for {', '.join(sorted(resources))}"
+    return out, None
+
+
+def cohort_of(cluster_queue: dict) -> str | None:
+    """`spec.cohortName` (v1beta2) or `spec.cohort` (v1beta1): the queues it may borrow from."""
+    spec = cluster_queue.get("spec") or {}
+    return spec.get("cohortName") or spec.get("cohort") or None
+
+
+__all__ = ["NO_START_TIME", "FlavorQuota", "QueuePosition", "awaits_admission", "cohort_of", "free_quota",
+           "in_cluster_queue", "quantity", "queue_position", "workload_gpus", "workload_key"]

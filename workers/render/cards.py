@@ -254,7 +254,7 @@ def phase_tree_text(d: Diagnosis) -> str:
     if d.eta is not None:
         lines.append(f"*ETA:* {escape(eta_text(d.eta), 300)}")
     if d.queue_position is not None:
-        lines.append(f"*Queue:* {escape(queue_position_text(d.queue_position), 400)}")
+        lines.append(f"*Queue:* {escape(queue_position_text(d.queue_position), 700)}")
     return _fit_lines(lines, MAX_SECTION_TEXT)
 
 
@@ -326,6 +326,9 @@ def condensed_tree(d: Diagnosis, verdict: str | None = None) -> str:
     return "\n".join(lines)
 
 
+MORE_IN_DETAILS = " · more in *Details*"
+
+
 def queue_line(d: Diagnosis) -> str:
     """The first screen's outlook: the queue position (the GPUs ahead and the start time are in
     *Details*), or a computed ETA (why there is none is in *Details* only)."""
@@ -333,8 +336,8 @@ def queue_line(d: Diagnosis) -> str:
         return f"*ETA:* {escape(eta_text(d.eta), 200)}"
     if (qp := d.queue_position) is None:
         return ""
-    more = "" if qp.unavailable else " · more in *Details*"
-    return f"*Queue:* {escape(queue_position_text(qp, short=True), 200)}{more}"
+    more = "" if qp.unavailable else MORE_IN_DETAILS
+    return f"*Queue:* {escape(queue_position_text(qp, short=True), 300)}{more}"
 
 
 def _recovery_adds(d: Diagnosis) -> bool:
@@ -647,8 +650,10 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
     lines = context.evidence_lines
     total = max(len(lines), context.evidence_total)
     blocks: list[dict[str, Any]] = []
-    if context.queue_line:  # with every evidence line, or not at all: the evidence comes first
-        queued = context.model_copy(update={"tree": f"{context.tree}\n{context.queue_line}"})
+    # The outlook with every evidence line, or not at all: the evidence comes first. A queue line
+    # that does not fit whole is tried as its first fact alone (the position; the rest is in *Details*).
+    for outlook in _outlooks(context.queue_line):
+        queued = context.model_copy(update={"tree": f"{context.tree}\n{outlook}"})
         evidence = _evidence_text(lines, len(lines), total)
         blocks = render_template("phase_card.json.j2", queued, evidence=evidence)
         chars, count = screen_size(blocks)
@@ -669,6 +674,14 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
         if _fits(blocks):
             break
     return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
+
+
+def _outlooks(line: str) -> list[str]:
+    """`*Queue:* A; B; C · more in *Details*`, then `*Queue:* A · more in *Details*`."""
+    if not line:
+        return []
+    head, sep, _rest = line.partition("; ")
+    return [line, f"{head}{MORE_IN_DETAILS}"] if sep and line.endswith(MORE_IN_DETAILS) else [line]
 
 
 def _fits(blocks: list[dict[str, Any]]) -> bool:

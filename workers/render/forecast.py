@@ -19,26 +19,72 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def _gpus(n: int) -> str:
+    return f"{n} GPU{'s' if n != 1 else ''}"
+
+
+def _amount(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.2f}"
+
+
+def quota_text(qp: QueuePosition) -> str:
+    """`8 of 64 nvidia.com/gpu free in flavour h100` (one per flavour the run may use), or
+    `free quota unavailable: …`; empty when there is nothing to say."""
+    if qp.free_quota:
+        return ", ".join(f"{_amount(q.free)} of {_amount(q.nominal)} {q.resource} free in flavour {q.flavor}"
+                         for q in qp.free_quota)
+    return f"free quota unavailable: {qp.free_quota_unavailable}" if qp.free_quota_unavailable else ""
+
+
+def _ahead_text(qp: QueuePosition) -> str:
+    """What the ones ahead ask for: the whole ClusterQueue's when its list was read, else the
+    LocalQueue's (the others then have no visible requests)."""
+    if qp.pending_in_cluster_queue is not None:
+        ahead = (qp.position_in_cluster_queue or 1) - 1
+        if not ahead:
+            return ""
+        ask = "asks" if ahead == 1 else "ask"
+        gpus = qp.gpus_ahead_in_cluster_queue or 0
+        if not qp.unreadable_ahead:
+            return f"the {ahead} ahead of you {ask} for {_gpus(gpus)}"
+        if qp.unreadable_ahead == ahead:
+            return f"the {ahead} ahead of you are in namespaces whose Workloads you may not read"
+        return (f"the {ahead} ahead of you {ask} for at least {_gpus(gpus)} ({qp.unreadable_ahead} of "
+                "them in namespaces whose Workloads you may not read)")
+    ahead = len(qp.ahead_in_local_queue)
+    if not ahead:
+        return ""
+    asks = (f" ask{'s' if ahead == 1 else ''} for {_gpus(qp.gpus_ahead)}" if qp.gpus_ahead is not None
+            else " (their requests could not be read)")
+    return f"the {ahead} ahead of you in it{asks}"
+
+
 def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
-    """`3rd in ClusterQueue h100-shared (2nd of 4 in your LocalQueue team-a); the 1 ahead of you in
-    it asks for 8 GPUs; 1 more ahead from other LocalQueues; start time unknown: …`. ``short``
-    (the card's first screen): the position alone, or why there is none without the remedy."""
+    """`3rd of 7 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 ahead of
+    you ask for 24 GPUs; 8 of 64 nvidia.com/gpu free in flavour h100; start time unknown: …`.
+    ``short`` (the card's first screen): the facts alone; why one is missing, the cohort and the
+    start time are in the long form."""
     if qp.unavailable:
         return f"unavailable: {qp.unavailable.split('; ')[0] if short else qp.unavailable}"
     where = f"ClusterQueue {qp.cluster_queue}" if qp.cluster_queue else "its ClusterQueue"
-    parts = [f"{ordinal(qp.position_in_cluster_queue or 0)} in {where} "
+    of = f" of {qp.pending_in_cluster_queue}" if qp.pending_in_cluster_queue is not None else ""
+    parts = [f"{ordinal(qp.position_in_cluster_queue or 0)}{of} in {where} "
              f"({ordinal(qp.position_in_local_queue or 0)} of {qp.pending_in_local_queue} "
              f"in your LocalQueue {qp.local_queue})"]
-    if short:
-        return parts[0]
-    ahead = len(qp.ahead_in_local_queue)
-    if ahead:
-        asks = (f" ask{'s' if ahead == 1 else ''} for {qp.gpus_ahead} GPU{'s' if qp.gpus_ahead != 1 else ''}"
-                if qp.gpus_ahead is not None else " (their requests could not be read)")
-        parts.append(f"the {ahead} ahead of you in it{asks}")
-    if qp.ahead_elsewhere:
+    if ahead := _ahead_text(qp):
+        parts.append(ahead)
+    if qp.pending_in_cluster_queue is None and qp.ahead_elsewhere:
         parts.append(f"{qp.ahead_elsewhere} more ahead from other LocalQueues (their requests are not "
                      "visible to you)")
+    quota = quota_text(qp)
+    if short:
+        return "; ".join([*parts, *([quota] if qp.free_quota else [])])
+    if qp.cluster_queue_unavailable:
+        parts.append(f"the ClusterQueue's pending list unavailable: {qp.cluster_queue_unavailable}")
+    if quota:
+        parts.append(quota)
+    if qp.cohort and qp.free_quota:
+        parts.append(f"ClusterQueue is in cohort {qp.cohort}, which may lend more")
     parts.append(f"start time {qp.start_time}")
     return "; ".join(parts)
 
@@ -73,4 +119,4 @@ def eta_text(eta: Eta) -> str:
             f"{duration_text(eta.window_seconds or 0)}")
 
 
-__all__ = ["duration_text", "eta_text", "ordinal", "queue_position_text"]
+__all__ = ["duration_text", "eta_text", "ordinal", "queue_position_text", "quota_text"]
