@@ -51,3 +51,20 @@ def test_cli_writes_the_loss_curve_and_prints_its_path(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     assert doc["charts"]["loss"][0] == {"step": 200.0, "loss": 1.9}
     assert doc["eta"]["unavailable"] == "the log states no total step count"
+
+
+def test_learning_rate_beneath_the_loss_from_hf_dicts_and_megatron_lines() -> None:
+    """transformers 4.46 ProgressCallback.on_log dicts and Megatron-LM training_log lines (reference
+    training-logs.md) state the learning rate; it is drawn beneath the loss on the same step axis."""
+    from workers.diagnosis.progress import parse_progress
+
+    hf = parse_progress([(None, f"{{'loss': {2 - i / 10}, 'grad_norm': 1.2, 'learning_rate': {i * 1e-5}, "
+                                f"'epoch': {i / 10}}}") for i in range(1, 6)])
+    assert hf.rates == [(None, i * 1e-5) for i in range(1, 6)]
+    megatron = parse_progress([(None, f" iteration {i * 100}/ 1000 | consumed samples: {i * 800} | "
+                                      f"learning rate: 3.000E-04 | lm loss: {5 - i / 4:.6E} |")
+                               for i in range(1, 4)])
+    assert megatron.rates == [(100.0, 3e-4), (200.0, 3e-4), (300.0, 3e-4)]
+    both = decoded(loss_chart([(None, 2 - i / 10) for i in range(1, 6)], "r", lr_curve=hf.rates))
+    assert both.size == (900, 720)
+    assert decoded(loss_chart([(1.0, 2.0), (2.0, 1.5)], "r", lr_curve=[(1.0, 1e-4)])).size == (900, 450)

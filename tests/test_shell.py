@@ -22,9 +22,11 @@ from workers.render.cards import validate_blocks
 REPO = Path(__file__).resolve().parents[1]
 
 
-def taubot(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def taubot(*args: str, stdin: str = "", tmpdir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``tmpdir``: the process's TMPDIR, where the terminal surface writes the charts."""
+    env = {**os.environ, "TMPDIR": str(tmpdir)} if tmpdir is not None else None
     return subprocess.run([sys.executable, "-m", "workers.cli", *args], input=stdin, capture_output=True,
-                          text=True, cwd=REPO, timeout=120)
+                          text=True, cwd=REPO, timeout=120, env=env)
 
 
 def cards(output: str) -> list[str]:
@@ -83,10 +85,18 @@ def test_unknown_input_gets_usage_not_a_traceback() -> None:
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_demo_plays_status_watch_and_escalation_and_exits_zero() -> None:
-    done = taubot("demo")
+def test_demo_plays_status_watch_and_escalation_and_exits_zero(tmp_path: Path) -> None:
+    done = taubot("demo", tmpdir=tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
+    # The running Ray job's loss curve is written as a PNG whose path is printed (issue 29).
+    [path] = re.findall(r"🖼 ray-pretrain-live: loss curve: (\S+\.png)", out)
+    assert Path(path).parent == tmp_path / "taubot-charts"
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image.load()  # every byte decodes
+        assert image.format == "PNG" and image.size[0] == 900 and 450 <= image.size[1] <= 720
     assert "First incomplete: Kueue admission" in out and "First incomplete: RayCluster" in out
     assert "⚠️ First incomplete: Submitted (warning)" in out and "layer 3: " in out
     assert "the run finished (succeeded)" in out

@@ -622,7 +622,12 @@ class FakeSlack:
                 return {"ok": False, "error": "file_upload_incomplete"}
             f.update(shared=True, title=entry.get("title"), channel=params.get("channel_id"),
                      thread_ts=params.get("thread_ts"), initial_comment=params.get("initial_comment"))
-            done.append({"id": f["id"], "title": entry.get("title"), "name": f["filename"]})
+            # Slack now answers with the file objects, permalink included (@slack/web-api 7.x
+            # FilesCompleteUploadExternalResponse.File, generated from real responses; the
+            # 6.x type had only id and title).
+            done.append({"id": f["id"], "title": entry.get("title"), "name": f["filename"],
+                         "permalink": f"https://{self.team_domain}.slack.com/files/{self.bot_user_id}/"
+                                      f"{f['id']}/{f['filename']}"})
         return {"ok": True, "files": done}
 
     def _next_ts(self) -> str:

@@ -24,7 +24,10 @@ def seed_training_logs(emu: KubeEmulator, objects: list[dict], run: str = "resne
             f"'learning_rate': 4e-05, 'epoch': {i / 10}}}\n" for i in range(9))
 
 
-def test_status_attaches_the_loss_curve_in_the_thread(slack_app: SlackApp) -> None:
+def test_card_first_then_the_curve_in_the_thread_then_the_card_links_it(slack_app: SlackApp) -> None:
+    """The card does not wait for matplotlib: it is posted before any upload call; the PNG (loss
+    above, learning rate below) is uploaded into its thread; then the card is edited once to link
+    the file by the permalink the upload answered."""
     objects = example_objects("l7-job-running-healthy")
     with cluster(slack_app, objects) as emu:
         seed_training_logs(emu, objects)
@@ -38,5 +41,27 @@ def test_status_attaches_the_loss_curve_in_the_thread(slack_app: SlackApp) -> No
     assert png["title"] == "resnet-sweep-3: loss curve"
     image = Image.open(io.BytesIO(png["content"]))
     image.load()
-    assert image.size == (900, 450)
-    assert "📈 loss curve: resnet-sweep-3-loss.png (PNG, in this thread)" in card_text(card["blocks"])
+    assert image.size == (900, 720)  # the learning rate (4e-05 in every dict) beneath the loss
+    calls = slack_app.fake.calls
+    methods = [c.method for c in calls]
+    card_post = next(i for i, c in enumerate(calls)
+                     if c.method == "chat.postMessage" and c.params.get("thread_ts") == parent["ts"])
+    complete = methods.index("files.completeUploadExternal")
+    assert card_post < methods.index("files.getUploadURLExternal") < complete
+    permalink = calls[complete].response["files"][0]["permalink"]
+    [edit] = [i for i, c in enumerate(calls) if c.method == "chat.update" and c.params.get("ts") == card["ts"]]
+    assert edit > complete
+    assert f"📈 <{permalink}|loss curve> (PNG, in this thread)" in card_text(card["blocks"])
+    assert "📈" not in card_text(calls[card_post].params["blocks"])  # nothing of it before the upload
+
+
+def test_a_failed_upload_is_said_on_the_card(slack_app: SlackApp) -> None:
+    objects = example_objects("l7-job-running-healthy")
+    slack_app.fake.fail_next("files.getUploadURLExternal", "not_allowed_token_type")
+    with cluster(slack_app, objects) as emu:
+        seed_training_logs(emu, objects)
+        slack_app.command("status resnet-sweep-3")
+        slack_app.work()
+        _, card = parent_and_card(slack_app)
+    assert slack_app.fake.files() == []
+    assert "The loss curve could not be attached (not_allowed_token_type)." in card_text(card["blocks"])

@@ -20,7 +20,7 @@ def write_charts(args: argparse.Namespace, d: Diagnosis, gpus: dict[str, float |
     from workers.render.charts import gpu_strip, loss_chart  # matplotlib only when asked
 
     run = d.run.name
-    pictures = [("loss curve", f"{run}-loss.png", loss_chart(d.loss_curve, run))]
+    pictures = [("loss curve", f"{run}-loss.png", loss_chart(d.loss_curve, run, lr_curve=d.lr_curve))]
     if gpus is not None:
         pictures.append(("GPU utilisation strip", f"{run}-gpus.png", gpu_strip(gpus, run)))
     for what, filename, png in pictures:

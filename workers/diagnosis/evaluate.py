@@ -239,6 +239,7 @@ def evaluate(
         loss_points=list(progress.losses[-20:]) if progress else [],
         eta=eta,
         loss_curve=[(s, v) for _at, s, v in progress.points if v is not None] if progress else [],
+        lr_curve=list(progress.rates) if progress else [],
         run=ref,
         phases=phases,
         first_incomplete=first.name if first else None,

@@ -157,6 +157,8 @@ class Diagnosis(BaseModel):
     eta: Eta | None = Field(default=None, description="layer 7: when training ends, from the log")
     loss_curve: list[tuple[float | None, float]] = Field(default_factory=list,
                                                          description="(step, loss) of the log's last lines")
+    lr_curve: list[tuple[float | None, float]] = Field(
+        default_factory=list, description="(step, learning rate) the same lines state")
 
     def phase(self, name: str) -> PhaseResult:
         for p in [*self.phases, *self.checks]:
@@ -185,5 +187,6 @@ class Diagnosis(BaseModel):
             "recovery": self.recovery.model_dump(include={"action", "summary"}) if self.recovery else None,
             "queue_position": self.queue_position.model_dump() if self.queue_position else None,
             "eta": self.eta.model_dump(mode="json") if self.eta else None,
-            "charts": {"loss": [{"step": s, "loss": v} for s, v in self.loss_curve]},
+            "charts": {"loss": [{"step": s, "loss": v} for s, v in self.loss_curve],
+                       "learning_rate": [{"step": s, "learning_rate": v} for s, v in self.lr_curve]},
         }

@@ -138,6 +138,11 @@ _ANY_SIGNATURE = re.compile("|".join(f"(?:{s.regex.pattern})" for s in SIGNATURE
 # `max_steps=N` (Trainer arguments echoed, and "`max_steps=N` reached.").
 _TOTAL = _re(r"Total optimization steps\s*=\s*(?P<total>[\d,]+)|\bmax_steps\s*[=:]\s*(?P<max>\d+)")
 POINTS_KEPT = 500  # (time, step, loss) of the last progress lines, for the ETA and the curve
+# The learning rate a progress line states: HF Trainer's log dict `'learning_rate': 4e-05`
+# (transformers trainer.py `_maybe_log_save_evaluate`; transformers 5 quotes the value) and
+# Megatron-LM's `learning rate: 3.000E-04 |` (training.py training_log).
+_LEARNING_RATE = _re(r"""['"]learning_rate['"]\s*:\s*['"]?(?P<hf>""" + _NUM
+                     + r""")|\blearning rate:\s*(?P<mg>""" + _NUM + r")")
 _ANY_CHECKPOINT = re.compile(r"checkpoint|saving model", re.IGNORECASE)
 # Anywhere in the line: a traceback can start glued to an unfinished bar (`…it/s]Traceback (most…`).
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
@@ -226,6 +231,7 @@ class Progress:
     formats: list[str] = field(default_factory=list)
     total: float | None = None  # the run's total steps, when a line states it
     points: list[tuple[datetime | None, float | None, float | None]] = field(default_factory=list)
+    rates: list[tuple[float | None, float]] = field(default_factory=list)  # (step, learning rate)
 
     @property
     def last_loss(self) -> float | None:
@@ -318,6 +324,12 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
             out.points.append((at, step, loss))
             if len(out.points) > 2 * POINTS_KEPT:
                 del out.points[:-POINTS_KEPT]
+            if "learning" in lowered and (rate := _LEARNING_RATE.search(text)):
+                lr = _number(rate.group("hf") or rate.group("mg"))
+                if lr is not None:
+                    out.rates.append((step, lr))
+                    if len(out.rates) > 2 * POINTS_KEPT:
+                        del out.rates[:-POINTS_KEPT]
             if loss is not None:
                 out.losses.append(loss)
             if advanced and at is not None:
@@ -325,6 +337,7 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
             break
         tail.append(_Seen(at, text, raw, progress, advanced, stamp))
     del out.points[:-POINTS_KEPT]
+    del out.rates[:-POINTS_KEPT]
     if out.found is None or out.found.kind != "hang":
         crash = _final_crash(list(tail))
         if crash is not None:

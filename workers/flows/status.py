@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -32,6 +34,7 @@ from workers.posted_cards import PostedCard, render
 from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card, render_details
 from workers.render.charts import gpu_strip, loss_chart
 from workers.render.mrkdwn import code
+from workers.render.slots import ChartLink, ChartsSlot
 from workers.services import Services
 from workers.surfaces.base import Failed
 from workers.workspaces import Resolved
@@ -117,27 +120,53 @@ def deliver(services: Services, request: CommandRequest, parent_ts: str | None, 
     return posted
 
 
-def attach_charts(services: Services, channel: str, thread_ts: str, live: RunReport) -> list[str]:
-    """The loss curve and, with `--run-profile`, the per-GPU utilisation strip, posted as PNGs in
-    the card's thread before the card (files upload v2); the card's notes say where they are."""
-    run = live.diagnosis.run.name
-    pictures = [("loss curve", f"{run}-loss.png", loss_chart(live.diagnosis.loss_curve, run))]
+def pictures(live: RunReport) -> list[tuple[str, str, Callable[[], bytes | None]]]:
+    """(what, filename, draw) of the status's pictures: the loss curve (with the learning rate
+    beside it when the log gives one) and, with `--run-profile`, the per-GPU utilisation strip.
+    Drawn only when called: the card does not wait for matplotlib."""
+    d = live.diagnosis
+    run = d.run.name
+    out: list[tuple[str, str, Callable[[], bytes | None]]] = [
+        ("loss curve", f"{run}-loss.png", lambda: loss_chart(d.loss_curve, run, lr_curve=d.lr_curve))]
     if live.profile is not None:
-        pictures.append(("GPU utilisation strip", f"{run}-gpus.png",
-                         gpu_strip(live.profile.per_gpu_utilization, run)))
-    notes = []
-    for what, filename, png in pictures:
+        utilization = live.profile.per_gpu_utilization
+        out.append(("GPU utilisation strip", f"{run}-gpus.png", lambda: gpu_strip(utilization, run)))
+    return out
+
+
+_UNSAFE = re.compile(r"[<>&\x00-\x1f]")
+
+
+def attach_charts(services: Services, channel: str, thread_ts: str, card_ts: str, live: RunReport) -> int:
+    """After the card is posted: draw each picture, upload it into the card's thread (files upload
+    v2), then edit the card once to link them (the permalink from the upload's answer). A picture
+    that could not be attached says so on the card; the card itself never waited. Returns how
+    many were uploaded."""
+    run = live.diagnosis.run.name
+    links: list[ChartLink] = []
+    for what, filename, draw in pictures(live):
+        png = draw()
         if png is None:
             continue
         where = services.surface.upload_image(channel, thread_ts, filename, png, f"{run}: {what}")
         if isinstance(where, Failed):
             log.warning("status: could not attach the %s of %s: %s", what, run, where.error)
-            notes.append(f"The {what} could not be attached ({where.error or where.kind}).")
+            links.append(ChartLink(what=what, failed=_UNSAFE.sub("", where.error or where.kind)[:120]))
         elif where.startswith("https://"):
-            notes.append(f"📈 <{where}|{what}> (PNG, in this thread)")
+            links.append(ChartLink(what=what, permalink=where))
         else:
-            notes.append(f"📈 {what}: {where} (PNG, in this thread)")
-    return notes
+            links.append(ChartLink(what=what, filename=filename))
+    if not links:
+        return 0
+    slot = ChartsSlot(links=tuple(links))
+    try:
+        outcome = services.cards.update_if_changed(channel, card_ts, lambda stored: stored.with_slot(slot))
+    except RuntimeError as exc:  # the card stays as posted; the pictures are in the thread anyway
+        log.warning("status: could not link the pictures of %s on its card: %s", run, exc)
+        return sum(1 for link in links if not link.failed)
+    if outcome not in ("updated", "unchanged"):
+        log.info("status: the card of %s was not edited with its pictures (%s)", run, outcome)
+    return sum(1 for link in links if not link.failed)
 
 
 @dataclass
@@ -199,14 +228,13 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
     gap = handoff_gap(services, live) if offer is None else None
     if gap is not None:
         context = context.model_copy(update={"notes": [gap, *context.notes]})  # the card's own notes
-    if parent_ts is not None:
-        charts = attach_charts(services, request.channel, parent_ts, live)
-        context = context.model_copy(update={"notes": [*context.notes, *charts]})
     posted = deliver(services, request, parent_ts, context, job)
     if offer is not None and posted is not None:
         offer.attach(posted.ts)
     if validate is not None and posted is not None:
         validate.attach(posted.ts)
+    if parent_ts is not None and posted is not None:  # the card first; its pictures follow it
+        attach_charts(services, request.channel, parent_ts, posted.ts, live)
     return StatusOutcome(parent_ts, posted.ts if posted else None, diagnosis.first_incomplete,
                          diagnosis.layer, live.requests)
 

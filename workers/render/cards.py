@@ -43,7 +43,7 @@ from workers.render.profile import profile_lines
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton
 from .mrkdwn import clip, code, code_block, escape, plain, slack_len, truncate
-from .slots import AutoPostFooter, EscalationSlot, MuteSlot, SlottedCard
+from .slots import CHARTS_BLOCK_ID, AutoPostFooter, EscalationSlot, MuteSlot, SlottedCard
 
 
 def _templates_dir() -> Path:
@@ -694,10 +694,15 @@ def _clip_lines(text: str, limit: int) -> str:
 
 
 def _with_escalated_note(blocks: list[dict[str, Any]], context: SlottedCard) -> list[dict[str, Any]]:
-    if context.escalation.note is None:
+    """The validated stand-ins swapped for our own markup: the escalated note, the charts' links."""
+    swaps: dict[str, dict[str, Any]] = {}
+    if context.escalation.note is not None:
+        swaps[ESCALATED_BLOCK_ID] = context.escalation.note.block()
+    if context.charts is not None and context.charts.links:
+        swaps[CHARTS_BLOCK_ID] = context.charts.block()
+    if not swaps:
         return blocks
-    note = context.escalation.note.block()
-    return [note if block.get("block_id") == ESCALATED_BLOCK_ID else block for block in blocks]
+    return [swaps.get(block.get("block_id") or "", block) for block in blocks]
 
 
 def render_details(details: CardDetails) -> RenderedCard:

@@ -1,4 +1,5 @@
-"""The pictures of a status: the loss curve and the per-GPU utilisation strip, as PNG bytes.
+"""The pictures of a status: the loss (and learning-rate) curve and the per-GPU utilisation strip,
+as PNG bytes.
 
 Drawn with matplotlib's Agg backend (no display, no GUI toolkit) at 900×450 px with 13–15 pt
 text, so Slack's preview (about 360 px wide in a thread) still reads; axes are labelled and
@@ -13,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 4.5, 100
+LR_HEIGHT_IN = 7.2  # loss above, learning rate below
 MIN_POINTS = 2
 
 
@@ -40,22 +42,49 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def loss_chart(curve: Sequence[tuple[float | None, float]], run: str) -> bytes | None:
+def _series(curve: Sequence[tuple[float | None, float]]) -> tuple[list[float], list[float], bool]:
+    """(xs, ys, by_step) of a curve's finite points: x is the step, or the line's order when any
+    point has no step."""
+    points = [(s, v) for s, v in curve if _finite(v)]
+    by_step = bool(points) and all(s is not None for s, _ in points)
+    xs = [float(s) if by_step and s is not None else float(i + 1) for i, (s, _) in enumerate(points)]
+    return xs, [v for _, v in points], by_step
+
+
+def _x_label(by_step: bool) -> str:
+    return "training step" if by_step else "progress line (the log gives no step)"
+
+
+def loss_chart(curve: Sequence[tuple[float | None, float]], run: str,
+               lr_curve: Sequence[tuple[float | None, float]] = ()) -> bytes | None:
     """The loss against the training step (or the progress line's order when the lines give no
-    step); None with fewer than two finite points — a single point is no curve."""
-    points = [(s, loss) for s, loss in curve if _finite(loss)]
-    if len(points) < MIN_POINTS:
+    step), and beneath it, on the same step axis, the learning rate the same lines state; None
+    with fewer than two finite loss points — a single point is no curve. 900×450 px for the loss
+    alone, 900×720 with the learning rate (each panel keeps Slack-preview-readable text)."""
+    xs, losses, by_step = _series(curve)
+    if len(xs) < MIN_POINTS:
         return None
-    by_step = all(s is not None for s, _ in points)
-    xs = [s if by_step else i + 1 for i, (s, _) in enumerate(points)]
+    lr_xs, rates, lr_by_step = _series(lr_curve)
+    with_lr = len(lr_xs) >= MIN_POINTS
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
-    ax.plot(xs, [loss for _, loss in points], color="#1f77b4", linewidth=2,
-            marker="o" if len(xs) < 40 else None)
-    ax.set_title(f"{run}: training loss")
-    ax.set_xlabel("training step" if by_step else "progress line (the log gives no step)")
+    if with_lr:
+        fig, (ax, lr_ax) = plt.subplots(2, 1, figsize=(WIDTH_IN, LR_HEIGHT_IN), layout="constrained",
+                                        sharex=by_step and lr_by_step)
+    else:
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
+    ax.plot(xs, losses, color="#1f77b4", linewidth=2, marker="o" if len(xs) < 40 else None)
+    ax.set_title(f"{run}: training loss" + (" and learning rate" if with_lr else ""))
+    shared = with_lr and by_step and lr_by_step
+    if not shared:  # a shared step axis is labelled once, beneath the learning rate
+        ax.set_xlabel(_x_label(by_step))
     ax.set_ylabel("loss (as logged, unitless)")
     ax.grid(True, alpha=0.3)
+    if with_lr:
+        lr_ax.plot(lr_xs, rates, color="#d62728", linewidth=2, marker="o" if len(lr_xs) < 40 else None)
+        lr_ax.set_xlabel(_x_label(lr_by_step))
+        lr_ax.set_ylabel("learning rate (per step, unitless)")
+        lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        lr_ax.grid(True, alpha=0.3)
     return _png(fig)
 
 

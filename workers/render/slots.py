@@ -73,9 +73,48 @@ class AutoPostFooter(BaseModel):
     status: str  # mrkdwn-safe (cluster text in it is escaped by the monitor)
 
 
-Slot = EscalationSlot | MuteSlot | WatchFooter | AutoPostFooter
+CHARTS_BLOCK_ID = "taubot_charts"
+
+
+class ChartLink(BaseModel):
+    """One picture of a status in the card's thread (issue 29): where it is, or why it is not."""
+
+    model_config = ConfigDict(frozen=True)
+
+    what: str = Field(pattern=r"^[A-Za-z0-9 /-]{1,60}$", description="our own words: `loss curve`")
+    permalink: str = Field(default="", pattern=r"^(https://[^\s<>|&]+)?$")
+    filename: str = Field(default="", pattern=r"^[A-Za-z0-9._-]{0,120}$")
+    failed: str = Field(default="", max_length=120, pattern=r"^[^<>&]*$")
+
+    def text(self, *, markup: bool = True) -> str:
+        """The line; ``markup=False`` is the validator-safe stand-in (the link without its URL)."""
+        if self.failed:
+            return f"The {self.what} could not be attached ({self.failed})."
+        if self.permalink:
+            link = f"<{self.permalink}|{self.what}>" if markup else self.what
+            return f"📈 {link} (PNG, in this thread)"
+        return f"📈 {self.what}: {self.filename} (PNG, in this thread)"
+
+
+class ChartsSlot(BaseModel):
+    """The pictures a status drew after its card was posted: the card is edited to link them.
+    Its links are our markup around a validated permalink; `workers/render/cards.py` lays out a
+    plain stand-in through the template and validator and swaps this block in after."""
+
+    model_config = ConfigDict(frozen=True)
+
+    links: tuple[ChartLink, ...] = ()
+
+    def block(self, *, markup: bool = True) -> dict[str, Any]:
+        return {"type": "context", "block_id": CHARTS_BLOCK_ID,
+                "elements": [{"type": "mrkdwn", "text": link.text(markup=markup), "verbatim": True}
+                             for link in self.links]}
+
+
+Slot = EscalationSlot | MuteSlot | WatchFooter | AutoPostFooter | ChartsSlot
 SLOT_FIELDS: dict[type[BaseModel], str] = {
     EscalationSlot: "escalation", MuteSlot: "mute", WatchFooter: "watch", AutoPostFooter: "auto_post",
+    ChartsSlot: "charts",
 }
 # What a reader sees that changes on every refresh and must not make a card "changed".
 VOLATILE: dict[str, Any] = {"watch": {"updated"}}
@@ -90,6 +129,7 @@ class SlottedCard(BaseModel):
     mute: MuteSlot = MuteSlot()
     watch: WatchFooter | None = None
     auto_post: AutoPostFooter | None = None
+    charts: ChartsSlot | None = None
 
     def with_slot(self, slot: Slot | None, *, kind: type[BaseModel] | None = None) -> Self:
         """This card with one feature's slot replaced (``None`` with ``kind`` clears a footer)."""
@@ -101,5 +141,5 @@ class SlottedCard(BaseModel):
         return self.model_copy(update={field: slot})
 
 
-__all__ = ["VOLATILE", "AutoPostFooter", "EscalationSlot", "MuteNote", "MuteSlot", "Slot", "SlottedCard",
-           "WatchFooter"]
+__all__ = ["CHARTS_BLOCK_ID", "VOLATILE", "AutoPostFooter", "ChartLink", "ChartsSlot", "EscalationSlot",
+           "MuteNote", "MuteSlot", "Slot", "SlottedCard", "WatchFooter"]
