@@ -140,6 +140,12 @@ class Settings(BaseSettings):
         description="Floor of 5 s: each refresh is a burst of API calls per watched run.",
     )
     watch_max_minutes: int = Field(default=30, gt=0)
+    watch_queue_every_ticks: int = Field(
+        default=4,
+        ge=1,
+        description="A waiting run's watch re-reads its queue position when its Workload changed, "
+        "and at least every this many ticks (the others reuse the last read: no queue requests).",
+    )
     slack_updates_per_minute: int = Field(
         default=50,
         gt=0,

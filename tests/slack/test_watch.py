@@ -239,6 +239,45 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
         assert app.redis.get(owner_key(watch_id(CHANNEL, RUN))) is None
 
 
+def test_a_waiting_runs_ticks_read_its_queue_only_when_its_workload_changed_or_every_nth(
+        slack_app_factory: Callable[..., SlackApp], tmp_path: Path) -> None:
+    """Issue 29: the queue position costs 5 reads (LocalQueue list, LocalQueue, the namespace's
+    Workloads, the ClusterQueue's list and the ClusterQueue); a tick whose Workload kept its
+    resourceVersion reuses the last position and makes none of them, until it is
+    `watch_queue_every_ticks` ticks old."""
+    app = slack_app_factory(identity_file=identity_file(tmp_path), slack_channel_burst=8,
+                            watch_queue_every_ticks=3)
+    job = k8s.job(RUN, suspend=True, t0=T0)
+    waiting = k8s.workload(job, state="waiting_for_quota", t0=T0)
+    with cluster(app, [k8s.cluster_queue("cluster-queue", gpu_used=16, pending=1), job, waiting]) as emu:
+
+        def queue_reads() -> int:
+            reads = [r for r in emu.requests if "visibility.kueue" in r.path or "/localqueues/" in r.path
+                     or "/clusterqueues/" in r.path
+                     or (r.path.endswith("/workloads") and "labelSelector" not in r.query)]
+            emu.clear_requests()
+            return len(reads)
+
+        wid = watch_id(CHANNEL, RUN)
+        start_watch(app)
+        assert queue_reads() == 5  # the watch's first card (it counts as tick 0, as its first tick does)
+        memo = load_state(app.redis, wid).queue  # type: ignore[union-attr]
+        assert memo is not None and (memo.position.position_in_cluster_queue, memo.cluster_queue) == (
+            1, "cluster-queue")
+        tick(app)
+        assert queue_reads() == 0  # tick 0: the Workload unchanged
+        waiting["status"]["conditions"][0]["message"] += " "  # Kueue rewrote its status: a new resourceVersion
+        apply(emu, [waiting])
+        tick(app)
+        assert queue_reads() == 5  # tick 1: read again
+        tick(app)
+        tick(app)
+        assert queue_reads() == 0  # ticks 2, 3
+        tick(app)
+        assert queue_reads() == 5  # tick 4: three ticks after the last read, read whatever happened
+        assert load_state(app.redis, wid).queue_read_tick == 4  # type: ignore[union-attr]
+
+
 def test_second_watch_joins_the_first_and_says_so_in_its_thread(app: SlackApp) -> None:
     with cluster(app, pending()):
         start_watch(app)

@@ -31,7 +31,7 @@ from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
 from workers.collect.experiments import MlflowAuth, experiment_record
 from workers.collect.logs.seen import SeenStore, remember
 from workers.collect.logs.sources import LogAccess, log_evidence
-from workers.collect.queue import QueueRead, position_from, read_queue
+from workers.collect.queue import QueueMemo, QueueRead, position_from, read_queue, workload_version
 from workers.collect.report import RunReport
 from workers.collect.workspace import (
     readiness_report,
@@ -184,13 +184,18 @@ class Collected:
     alongside: Any = None  # what `alongside` returned, when it ran
     linked: RunObjects | None = None  # the run's objects, linked once after round 2 (+ round 3's events)
     known_runs: list[str] | None = None  # a run not found: the names the user may list instead
-    queue: Any = None  # what `queue` returned, when the run awaited admission (round 2)
+    queue: Any = None  # what `queue` returned, when the run awaited admission (round 2), or REUSED
+    workload_version: str = ""  # of the run's Workloads as round 2 listed them (`workload_version`)
+
+
+REUSED = "reused"  # `Collected.queue` when the caller's earlier queue read still holds
 
 
 async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, tauworkspace: str, *,
                   alongside: Callable[[RunObjects], Awaitable[Any]] | None = None,
                   queue: Callable[[dict], Awaitable[Any]] | None = None,
-                  on_run: Callable[[RunObjects], None] | None = None) -> Collected:
+                  on_run: Callable[[RunObjects], None] | None = None,
+                  queue_unless: str | None = None) -> Collected:
     """Gather the run's objects in three concurrent rounds; errors become gaps, never silence.
 
     ``alongside`` is started on the objects of round 2 and runs concurrently with round 3 (the
@@ -198,7 +203,10 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     costs three round trips, not five. ``queue`` (the queue-position reads) starts with round 2 when
     Kueue keeps the run suspended and goes on, for the ClusterQueue's reads, while round 2's other
     answers are evaluated (workers/collect/queue.py). ``on_run`` sees the run alone as soon as
-    round 1 found it, to start what round 2 may carry for round 3 (the log's access review)."""
+    round 1 found it, to start what round 2 may carry for round 3 (the log's access review). With
+    ``queue_unless`` (the version of the run's Workloads an earlier read was made at,
+    `workload_version`) the queue is read only after round 2, and only when the Workloads changed;
+    otherwise `Collected.queue` is `REUSED`."""
     gaps: dict[str, ReadGap] = {}
     objects: list[dict] = []
 
@@ -264,7 +272,8 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     if uses_dra(run_obj):
         claims_path = resource_path("resource.k8s.io", "v1", "resourceclaims", namespace)
         calls["resourceclaims"] = reader.list(claims_path, limit=PAGE_SIZE)
-    if queue is not None and awaits_admission(run_obj):
+    queued_run = queue is not None and awaits_admission(run_obj)
+    if queued_run and queue is not None and queue_unless is None:
         calls["queue"] = queue(run_obj)
     results = dict(zip(calls, await asyncio.gather(*calls.values()), strict=True))
     queued = results.pop("queue", None)
@@ -272,6 +281,9 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     if isinstance(wl, ReadError) and wl.kind == "not_found":  # a cluster that serves only v1beta1
         wl = await reader.list(resource_path("kueue.x-k8s.io", "v1beta1", "workloads", namespace),
                                label_selector=f"kueue.x-k8s.io/job-uid={uid}", limit=PAGE_SIZE)
+    version = workload_version(wl) if isinstance(wl, list) else ""
+    if queued_run and queue is not None and queue_unless is not None:
+        queued = REUSED if version and version == queue_unless else await queue(run_obj)
     keep("workloads", wl)
     for key, got in results.items():
         keep(key.split(":")[0], got)
@@ -283,7 +295,7 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     prelim = evaluate(objects, run, now, namespace, gaps, linked=objs)
     if not needs_events(prelim):
         return Collected(objects, gaps, tw, prelim, await extra if extra is not None else None, objs,
-                         queue=queued)
+                         queue=queued, workload_version=version)
     explain = explaining_pods(objs, prelim, now)
     events_path = resource_path("", "v1", "events", namespace)
     calls3 = {}
@@ -299,7 +311,7 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     if not unchanged:
         objs = objs.with_events(objects[before[0]:])
     return Collected(objects, gaps, tw, prelim if unchanged else None,
-                     await extra if extra is not None else None, objs, queue=queued)
+                     await extra if extra is not None else None, objs, queue=queued, workload_version=version)
 
 
 MAX_NODE_READS = 64  # distinct nodes of the run read; past this, the rest read "not read"
@@ -415,14 +427,16 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
                       stall_seconds: int = DEFAULT_STALL_SECONDS,
                       mlflow_token: str | None = None, mlflow_auth: MlflowAuth | None = None,
                       nodes_health: bool = True, seen: SeenStore | None = None,
-                      exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES) -> RunReport:
+                      exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES,
+                      queue_memo: QueueMemo | None = None) -> RunReport:
     """Collect under `identity` in the resolved workspace, evaluate; layers 1–2 first.
 
     The caller resolved the workspace once (and may use that resolution for its own reviews);
     the objects are linked once; the answer is one `RunReport` that every later reader uses.
     With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same client
     session and under the same identity; without it the request count is exactly the base
-    status's.
+    status's. ``queue_memo`` (a watch's last queue read) is reused while the run's Workloads are
+    unchanged, so such a tick makes no queue reads.
     """
     if isinstance(resolution, ResolutionFailure):
         report = resolution_report(resolution, workspace)
@@ -451,11 +465,13 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
             return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
         async def queue(run_obj: dict) -> QueueRead:
-            return await read_queue(reader, ns, labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue)
+            return await read_queue(reader, ns, labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue,
+                                    cluster_queue=queue_memo.cluster_queue if queue_memo else None)
 
         try:
             collected = await collect(reader, ns, run, now, tauworkspace_path(ws),
-                                      alongside=nodes_and_evidence, queue=queue, on_run=on_run)
+                                      alongside=nodes_and_evidence, queue=queue, on_run=on_run,
+                                      queue_unless=queue_memo.workload_version if queue_memo else None)
         finally:
             await log_access.settle()
         objects, tw = collected.objects, collected.tauworkspace
@@ -489,11 +505,20 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
                              stall_seconds=stall_seconds, node_gaps=node_gaps,
                              dcgm_health=gpu_profile.gpu_health if gpu_profile else None,
                              linked=collected.linked)
+    memo: QueueMemo | None = None
     if report is None and waiting_for_quota(diagnosis):
-        diagnosis = diagnosis.model_copy(update={"queue_position": _position(collected)})
+        if isinstance(collected.queue, str) and queue_memo is not None:  # REUSED: nothing changed
+            memo = queue_memo.model_copy(update={"fresh": False})
+            position = memo.position
+        else:
+            position = _position(collected)
+            if isinstance(collected.queue, QueueRead) and collected.workload_version:
+                memo = QueueMemo(workload_version=collected.workload_version, position=position,
+                                 cluster_queue=position.cluster_queue)
+        diagnosis = diagnosis.model_copy(update={"queue_position": position})
     return RunReport(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
                      requests=reader.requests_made, objects=objects, layer_report=report,
-                     profile=gpu_profile, descriptor=ws, linked_objects=collected.linked)
+                     profile=gpu_profile, descriptor=ws, linked_objects=collected.linked, queue_memo=memo)
 
 
 def waiting_for_quota(diagnosis: Diagnosis) -> bool:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
 from workers.diagnosis.queue_position import (
     QueuePosition,
     cohort_of,
@@ -59,6 +61,24 @@ class QueueRead:
     cluster_summary: dict | ReadError | None = None
     cluster_queue_object: dict | ReadError | None = None
     ahead: dict[tuple[str, str], dict | ReadError] = field(default_factory=dict)
+
+
+class QueueMemo(BaseModel):
+    """A waiting run's last queue read, which a watch keeps between ticks: the position it gave,
+    the version of the run's Workloads it was read at, and the ClusterQueue (so a re-read starts
+    the ClusterQueue's reads at once). ``fresh``: read by this status, not reused."""
+
+    workload_version: str
+    position: QueuePosition
+    cluster_queue: str | None = None
+    fresh: bool = True
+
+
+def workload_version(workloads: list[dict]) -> str:
+    """The run's Workloads' names and resourceVersions: Kueue writes a waiting Workload's status
+    (its QuotaReserved message, requeue state, …) whenever its standing changes."""
+    return ",".join(sorted(f"{(w.get('metadata') or {}).get('name')}="
+                           f"{(w.get('metadata') or {}).get('resourceVersion')}" for w in workloads))
 
 
 def unserved(got: object) -> bool:
@@ -194,4 +214,5 @@ def meta_name(obj: dict) -> str:
     return (obj.get("metadata") or {}).get("name") or ""
 
 
-__all__ = ["MAX_AHEAD_READS", "QueueRead", "VISIBILITY_VERSIONS", "position_from", "read_queue", "unserved"]
+__all__ = ["MAX_AHEAD_READS", "QueueMemo", "QueueRead", "VISIBILITY_VERSIONS", "position_from", "read_queue",
+           "unserved", "workload_version"]

@@ -13,6 +13,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict
 
+from workers.collect.queue import QueueMemo
 from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.linkage import RunObjects, find_run, meta
 from workers.diagnosis.models import Diagnosis
@@ -37,6 +38,7 @@ class RunReport(BaseModel):
     profile: GpuProfile | None = None  # only when asked for (`--run-profile`)
     descriptor: WorkspaceConnection | None = None  # the workspace as resolved, once
     linked_objects: RunObjects | None = None  # set by whoever already linked them (the collector)
+    queue_memo: QueueMemo | None = None  # a waiting run's queue read (or the one reused), for a watch
 
     @cached_property
     def linked(self) -> RunObjects:

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from workers.collect.experiments import MlflowAuth
 from workers.collect.investigate import investigate
+from workers.collect.queue import QueueMemo
 from workers.collect.report import RunReport
 from workers.collect.workspace import check_connection, workspace_status
 from workers.contracts.commands import WorkspaceStatusCommand
@@ -180,10 +181,10 @@ class StatusOutcome:
     requests: int
 
 
-async def diagnose_for_card(services: Services, request: StatusRequest, now: datetime
-                            ) -> tuple[RunReport, bool]:
+async def diagnose_for_card(services: Services, request: StatusRequest, now: datetime, *,
+                            queue_memo: QueueMemo | None = None) -> tuple[RunReport, bool]:
     """The live diagnosis and, concurrently, the operator access review, both as the user, in the
-    workspace resolved once for both."""
+    workspace resolved once for both; ``queue_memo``: a watch's last queue read (see `investigate`)."""
     command = request.command
     settings = services.settings
     mlflow = MlflowAuth.from_settings(settings)
@@ -193,7 +194,7 @@ async def diagnose_for_card(services: Services, request: StatusRequest, now: dat
                             now=now, workspace=command.workspace,
                             timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
                             stall_seconds=settings.progress_stall_minutes * 60, mlflow_auth=mlflow,
-                            exporter_namespaces=settings.exporter_namespaces)
+                            exporter_namespaces=settings.exporter_namespaces, queue_memo=queue_memo)
     if not isinstance(resolution, Resolved):
         return await live_call, False
     review = may_see_operator_hints(resolution.descriptor.cluster_target(), request.identity,

@@ -36,6 +36,7 @@ import redis
 from pydantic import BaseModel, Field
 
 from workers.collect.access import permits
+from workers.collect.queue import QueueMemo
 from workers.contracts.identity import Identity
 from workers.contracts.ids import STOP_WATCHING_ACTION, watch_id
 from workers.contracts.requests import StatusRequest, StopRequest
@@ -108,6 +109,8 @@ class WatchState(BaseModel):
     parent_ts: str
     card_ts: str
     tick: int = 0
+    queue: QueueMemo | None = Field(default=None, description="the waiting run's last queue read")
+    queue_read_tick: int = Field(default=0, description="the tick that made `queue`")
     phases: dict[str, str] = Field(default_factory=dict, description="phase name → state seen last")
     since: dict[str, datetime] = Field(default_factory=dict, description="when that state was first seen")
     observed_change: list[str] = Field(
@@ -321,6 +324,24 @@ def transition_text(state: WatchState, name: str, old: str, new: str, now: datet
     return f"*{escape(name, 60)}*: {old} → {new} after {qualifier}{took}"
 
 
+def reusable_queue(state: WatchState, every: int) -> QueueMemo | None:
+    """The last queue read, for this tick to reuse while the run's Workload is unchanged; None
+    (read afresh) once it is ``every`` ticks old: a waiting run's place also moves when others'
+    Workloads are admitted, which its own Workload does not show."""
+    if state.queue is None or state.tick - state.queue_read_tick >= every:
+        return None
+    return state.queue
+
+
+def remember_queue(state: WatchState, live: RunReport) -> None:
+    """Keep a fresh queue read with the tick that made it; a reused one changes nothing."""
+    memo = live.queue_memo
+    if memo is None:
+        state.queue = None
+    elif memo.fresh:
+        state.queue, state.queue_read_tick = memo, state.tick
+
+
 def record_phases(state: WatchState, diagnosis: Diagnosis, now: datetime) -> None:
     for phase in diagnosis.phases:
         old = state.phases.get(phase.name)
@@ -413,6 +434,7 @@ def _begin(services: Services, request: StatusRequest, wid: str, workspace: str,
     )
     if request.command.run_profile:
         state.utilization.append(average_utilization(live.profile))
+    remember_queue(state, live)
     button, escalated = escalation_for(services, state, live, now)
     record_phases(state, diagnosis, now)
     verdict = ended_verdict(live)
@@ -497,7 +519,9 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         if pending is not None:  # a paced re-run: send what this tick computed, do not collect again
             context, diagnosis, reason = pending
         else:
-            live, operator_ok = services.run(diagnose_for_card(services, state.request, now))
+            memo = reusable_queue(state, services.settings.watch_queue_every_ticks)
+            live, operator_ok = services.run(diagnose_for_card(services, state.request, now, queue_memo=memo))
+            remember_queue(state, live)
             if state.request.command.run_profile:
                 state.utilization = [*state.utilization, average_utilization(live.profile)][-HISTORY_POINTS:]
             verdict = ended_verdict(live)
