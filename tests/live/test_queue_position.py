@@ -116,6 +116,17 @@ async def test_team_rbac_hides_the_other_namespaces_requests(tmp_path: Path) -> 
     assert report.diagnosis.contract()["queue_position"]["unreadable_ahead"] == 1
 
 
+async def test_only_the_workloads_ahead_of_the_run_are_read(tmp_path: Path) -> None:
+    """A Workload of another namespace behind the run (but ahead of eval-late, in the same
+    LocalQueue as the run) is not read: the run's own entry in the ClusterQueue's list is found by
+    its ownerReferences (Kueue copies them, pkg/visibility/storage/utils.go)."""
+    objects = [*cluster(), *queued("nlp-late", 35, ns="team-nlp", queue="nlp")]
+    report, requests, _ = await status(tmp_path, objects=objects)
+    [nlp] = [r.path for r in requests if r.path.startswith(NLP_WORKLOAD)]
+    assert nlp == NLP_WORKLOAD + k8s.workload_name(k8s.job("nlp-pretrain", "team-nlp", at=10))
+    assert report.diagnosis.contract()["queue_position"]["pending_in_cluster_queue"] == 5
+
+
 async def test_cluster_queue_denied_says_unavailable_never_a_guess(tmp_path: Path) -> None:
     """No kueue-pending-workloads-cq-viewer and no `get clusterqueues`: the LocalQueue's answer stays,
     the ClusterQueue's list and free quota are `unavailable` with the reason."""

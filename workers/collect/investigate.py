@@ -466,7 +466,8 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
 
         async def queue(run_obj: dict) -> QueueRead:
             return await read_queue(reader, ns, labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue,
-                                    cluster_queue=queue_memo.cluster_queue if queue_memo else None)
+                                    cluster_queue=queue_memo.cluster_queue if queue_memo else None,
+                                    run_uid=meta(run_obj).get("uid") or "")
 
         try:
             collected = await collect(reader, ns, run, now, tauworkspace_path(ws),

@@ -100,7 +100,7 @@ async def _cluster_queue(reader: KubeReader, name: str) -> dict | ReadError:
 
 
 async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
-                     cluster_queue: str | None = None) -> QueueRead:
+                     cluster_queue: str | None = None, run_uid: str = "") -> QueueRead:
     """The LocalQueue's pending Workloads, the LocalQueue and the namespace's Workloads at once;
     then the ClusterQueue's pending list and quota; then the Workloads ahead in other namespaces.
 
@@ -129,7 +129,7 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
             _pending(reader, version, "clusterqueues", None, named), _cluster_queue(reader, named))
     if isinstance(read.cluster_summary, dict):
         local = {workload_key(w) for w in workloads} if isinstance(workloads, list) else set()
-        others = [k for k in _ahead_keys(read.cluster_summary, summary) if k not in local]
+        others = [k for k in _ahead_keys(read.cluster_summary, summary, run_uid) if k not in local]
         wanted = others[:MAX_AHEAD_READS]
         got = await asyncio.gather(*(reader.get(resource_path(*KUEUE, "workloads", ns, name))
                                      for ns, name in wanted))
@@ -137,14 +137,19 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
     return read
 
 
-def _ahead_keys(cluster_summary: dict, local_summary: dict | ReadError) -> list[tuple[str, str]]:
-    """(namespace, name) of the pending Workloads ahead of the first of the LocalQueue's list that
-    is in the ClusterQueue's list — an over-read bounded by `MAX_AHEAD_READS` at worst."""
+def _ahead_keys(cluster_summary: dict, local_summary: dict | ReadError,
+                run_uid: str) -> list[tuple[str, str]]:
+    """(namespace, name) of the pending Workloads ahead of the run's (the one whose
+    ownerReferences name ``run_uid``; Kueue copies them into the visibility answer,
+    pkg/visibility/storage/utils.go). Without it, ahead of the deepest of the LocalQueue's list:
+    an over-read, bounded by `MAX_AHEAD_READS`."""
     items = [i for i in cluster_summary.get("items") or [] if isinstance(i, dict)]
+    own = [i for i in items if run_uid and any(
+        ref.get("uid") == run_uid for ref in (i.get("metadata") or {}).get("ownerReferences") or [])]
     mine = {workload_key(i) for i in (local_summary.get("items") or [] if isinstance(local_summary, dict)
                                       else []) if isinstance(i, dict)}
-    deepest = max((int(i.get("positionInClusterQueue") or 0) for i in items if workload_key(i) in mine),
-                  default=-1)
+    deepest = max((int(i.get("positionInClusterQueue") or 0)
+                   for i in (own or [i for i in items if workload_key(i) in mine])), default=-1)
     return [workload_key(i) for i in items if int(i.get("positionInClusterQueue") or 0) < deepest]
 
 

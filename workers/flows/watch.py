@@ -240,12 +240,15 @@ def watch_context(live: Any, operator_ok: bool, state: WatchState, *, now: datet
         live.diagnosis, workspace=live.workspace, operator_hints_allowed=operator_ok, watch=True,
         run_profile=state.request.command.run_profile,
         diagnosed_at=None,  # the refresh time is `watch_updated`, outside the hash
-        requests=live.requests, profile=live.profile, escalate_button=escalate_button, verdict=verdict,
+        requests=None,  # as is the refresh's request count: a tick that reused its queue read makes fewer
+        profile=live.profile, escalate_button=escalate_button, verdict=verdict,
     )
     context = context.with_slot(EscalationSlot(button=None if escalated else escalate_button, note=escalated))
     context = context.with_slot(WatchFooter(
         status=stopped_footer(reason, now) if reason else active_footer(state),
-        updated=f"last refreshed {_clock(now)}", stop_button=None if reason else stop_button(state.id)))
+        updated=f"last refreshed {_clock(now)} · {live.requests} Kubernetes API request"
+                f"{'s' if live.requests != 1 else ''} as you",
+        stop_button=None if reason else stop_button(state.id)))
     if state.request.command.run_profile and state.utilization and context.details is not None:
         spark = utilization_sparkline(state.utilization)
         line = f"*Utilization, last {len(state.utilization)} refreshes* (avg over GPUs): `{spark}`"
