@@ -1093,18 +1093,20 @@ class KubeEmulator:
         label_selector, fields = self._selectors(target, query)
         with self._lock:
             list_rv = self._rv
-        items = []
+        items: list[tuple[dict[str, Any], bool]] = []  # (object, already a view)
         for _key, obj in self._matching(target):
-            # Select first, copy after: a LIST by label of 10 pods among 5,000 copies 10, as an API
-            # server's watch cache would. Only an Event seen through the other events API differs
-            # in its fields (involvedObject/regarding), so it is converted before selecting.
+            # Select first, copy after — and copy only the page: a LIST by label of 10 pods among
+            # 5,000 copies 10, and a page of 500 among 20,000 copies 500, as an API server's watch
+            # cache (or etcd's range read from the continue key) would. Only an Event seen through
+            # the other events API differs in its fields (involvedObject/regarding), so it is
+            # converted before selecting.
             converted = _split_api_version(obj.get("apiVersion", "v1"))[0] != target.group
             if obj.get("kind") == "Event" and converted:
                 view = self._view(obj, target.group, target.version)
                 if self._filter(view, label_selector, fields):
-                    items.append(view)
+                    items.append((view, True))
             elif self._filter(obj, label_selector, fields):
-                items.append(self._view(obj, target.group, target.version))
+                items.append((obj, False))
         start = 0
         if token := query.get("continue"):
             try:
@@ -1112,7 +1114,8 @@ class KubeEmulator:
             except (ValueError, KeyError, TypeError) as err:
                 raise _HTTPStatus(400, "continue key is not valid") from err
         limit = int(query.get("limit") or 0)
-        page = items[start:start + limit] if limit > 0 else items[start:]
+        page = [obj if viewed else self._view(obj, target.group, target.version)
+                for obj, viewed in (items[start:start + limit] if limit > 0 else items[start:])]
         end = start + len(page)
         meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
         if end < len(items):
