@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,7 +32,7 @@ from workers.clock import ManualClock
 from workers.kube.reader import KubeReader
 from workers.monitor.cache import Cache
 from workers.monitor.lease import Lease
-from workers.monitor.run import run_once
+from workers.monitor.run import Monitor, _hold_until, run_once
 from workers.services import Services, install
 from workers.settings import Settings
 
@@ -315,6 +316,32 @@ def test_informer_lists_once_watches_and_relists_only_on_410(env: Env) -> None:
 
     lists_before, lists_after, seen = asyncio.run(scenario())
     assert seen and lists_before == 1 and lists_after == 2
+
+
+def test_a_sweep_that_found_namespaces_unread_is_followed_by_one_as_soon_as_they_are_read(env: Env) -> None:
+    """The wait between sweeps ends when every namespace's first LIST is in (a first cluster-wide
+    LIST of 20,000 pods must not cost a whole interval more before the first post); without
+    unread namespaces it is the interval."""
+    async def scenario() -> tuple[bool, bool]:
+        stop = asyncio.Event()
+        monitor = Monitor(env.services, leased=True)
+        monitor.stop = stop
+        await monitor.sync()  # starts every stream: their first LISTs are under way
+        try:
+            await asyncio.wait_for(_hold_until(monitor, stop, time.monotonic() + 3600, early=True), 20)
+            synced = all(s.synced for c in monitor.clusters.values() for s in c.cache.stores.values())
+            waited = asyncio.ensure_future(_hold_until(monitor, stop, time.monotonic() + 3600))
+            await asyncio.sleep(0)
+            still = not waited.done()  # nothing unread: it holds for the interval (until stopped)
+            stop.set()
+            await asyncio.wait_for(waited, 10)
+            return synced, still
+        finally:
+            stop.set()
+            await monitor.close()
+
+    synced, held = asyncio.run(scenario())
+    assert synced and held
 
 
 def test_the_lease_has_one_holder_and_passes_when_it_dies(redis_url: str) -> None:
