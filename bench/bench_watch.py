@@ -58,6 +58,7 @@ from workers.flows.status import PARENT_KEY
 from workers.flows.watch import load_state, lock_name, owner_key, pending_key, state_key
 from workers.posted_cards import KEY_PREFIX as CARD_PREFIX
 from workers.queue import RqQueue, enqueue_request
+from workers.ticks import due_key
 
 TOKEN = "xoxb-bench"
 USER = "U012ALICE"
@@ -80,6 +81,12 @@ def tick_lag(port: int) -> dict[str, int]:
         text = response.read().decode()
     return {s.labels["le"]: int(s.value) for f in text_string_to_metric_families(text)
             for s in f.samples if s.name == "taubot_watch_tick_lag_seconds_bucket"}
+
+
+def _window_lag(workers: list[tuple[subprocess.Popen[bytes], int]]) -> dict[str, int]:
+    """The workers' tick-lag buckets summed, now (a window's figure is the difference of two)."""
+    lags = [tick_lag(port) for _, port in workers]
+    return {le: sum(lag.get(le, 0) for lag in lags) for le in lags[0]} if lags else {}
 
 
 def forget_watches(conn: Redis, n: int) -> None:
@@ -167,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtt", type=float, default=0.0, metavar="MS",
                         help="round-trip time injected at the emulator, per request (a real API server's "
                         "distance): ticks then wait on it, which is what --pool overlaps")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="measure this many consecutive windows of --seconds on the same watches "
+                        "(one setup), each printed on its own")
     args = parser.parse_args(argv)
 
     queue_name = f"taubot-bench-watch-{uuid.uuid4().hex[:8]}"
@@ -226,6 +236,15 @@ def main(argv: list[str] | None = None) -> int:
                 emu.upsert([obj for i in range(0, n, share) for obj in shape(i)])
                 changed_runs.update(range(0, n, share))
             time.sleep(max(0.0, started + args.seconds - time.perf_counter()))
+            windows = [_window_lag(workers)]
+            for run in range(2, args.runs + 1):  # more windows on the same watches, after the first
+                time.sleep(max(0.0, started + args.seconds * run - time.perf_counter()))
+                windows.append(_window_lag(workers))
+            for run, (before, after) in enumerate(zip([{}, *windows[:-1]], windows, strict=True), start=1):
+                within = after.get("2.0", 0) - before.get("2.0", 0)
+                seen = after.get("+Inf", 0) - before.get("+Inf", 0)
+                print(f"  window {run} of {args.runs} ({args.seconds:g} s): {within}/{seen} ticks started "
+                      f"within 2 s of due = {within / max(1, seen):.1%}")
             elapsed = time.perf_counter() - started
             states = [load_state(conn, wid) for wid in cards]
             ended = datetime.now(UTC)  # slots passed, per watch from its own start (ticks keep to them)
@@ -276,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
             cleanup(conn, queue)
+            conn.delete(due_key(queue_name))
             forget_watches(conn, n)
             for key in conn.scan_iter(f"{CARD_PREFIX}C0WATCH*"):  # the cards the bench's channels got
                 conn.delete(key)

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from rq import Callback, Queue, Retry
 
 from workers.contracts.requests import Request
+from workers.ticks import FALLBACK_SECONDS, due_key
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,8 @@ class JobQueue(Protocol):
 
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
                    retries: int = 0, retry_interval: int = 5, description: str = "",
-                   on_failure: str | None = None, pipeline: Any = None) -> str: ...
+                   on_failure: str | None = None, pipeline: Any = None,
+                   exact: datetime | None = None) -> str: ...
 
     def cancel(self, job_id: str) -> None: ...
 
@@ -97,19 +99,29 @@ class RqQueue:
 
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
                    retries: int = 0, retry_interval: int = 5, description: str = "",
-                   on_failure: str | None = None, pipeline: Any = None) -> str:
+                   on_failure: str | None = None, pipeline: Any = None, exact: datetime | None = None) -> str:
+        """``exact``: the job's due time to the millisecond (a watch tick's slot) — a worker's
+        `TickMover` queues it then, and rq's scheduler only `FALLBACK_SECONDS` after ``delay`` if
+        no mover did (`workers/ticks.py`)."""
+        pipe = pipeline if pipeline is not None else self.rq.connection.pipeline()
         queued = self.rq.enqueue_in(
-            timedelta(seconds=delay), job, *args, job_id=job_id, job_timeout=timeout,
+            timedelta(seconds=delay + (FALLBACK_SECONDS if exact is not None else 0)), job, *args,
+            job_id=job_id, job_timeout=timeout,
             retry=Retry(max=retries, interval=[retry_interval]) if retries > 0 else None,
             on_failure=Callback(on_failure) if on_failure else None,
-            result_ttl=60, failure_ttl=24 * 3600, description=description or job, pipeline=pipeline,
+            result_ttl=60, failure_ttl=24 * 3600, description=description or job, pipeline=pipe,
         )
+        if exact is not None:
+            pipe.zadd(due_key(self.rq.name), {str(queued.id): exact.timestamp()})
+        if pipeline is None:
+            pipe.execute()
         return str(queued.id)
 
     def cancel(self, job_id: str) -> None:
         from rq.exceptions import NoSuchJobError
         from rq.job import Job
 
+        self.rq.connection.zrem(due_key(self.rq.name), job_id)
         try:
             Job.fetch(job_id, connection=self.rq.connection).delete()
         except NoSuchJobError:
@@ -154,7 +166,7 @@ class InlineQueue:
 
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
                    retries: int = 0, retry_interval: int = 5, description: str = "",
-                   on_failure: str | None = None, pipeline: Any = None) -> str:
+                   on_failure: str | None = None, pipeline: Any = None, exact: datetime | None = None) -> str:
         self._cancelled.discard(job_id)
         heapq.heappush(self._due, _Due(self._now() + timedelta(seconds=delay), next(self._seq),
                                        job_id, job, args))

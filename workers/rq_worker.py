@@ -36,6 +36,8 @@ from rq.job import Job
 from rq.scheduler import RQScheduler
 from rq.utils import utcparse
 
+from workers.ticks import TickMover
+
 log = logging.getLogger(__name__)
 
 WORKER_TTL_SECONDS = 20  # BLPOP wakes every worker_ttl - 15 = 5 s
@@ -81,6 +83,16 @@ class _Recovering:
         kwargs.setdefault("worker_ttl", WORKER_TTL_SECONDS)
         kwargs.setdefault("maintenance_interval", MAINTENANCE_INTERVAL_SECONDS)
         super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+
+    def work(self, *args: object, **kwargs: object) -> bool:
+        """rq's loop, with a `TickMover` per queue beside it: due watch ticks are queued to the
+        millisecond, not at rq's once-a-second scheduler poll (`workers/ticks.py`)."""
+        movers = [TickMover(self.connection, q).start() for q in self.queues]  # type: ignore[attr-defined]
+        try:
+            return super().work(*args, **kwargs)  # type: ignore[misc, no-any-return]
+        finally:
+            for mover in movers:
+                mover.stop()
 
     def run_maintenance_tasks(self) -> None:
         try:

@@ -360,12 +360,14 @@ def record_phases(state: WatchState, diagnosis: Diagnosis, now: datetime) -> Non
 
 def schedule_tick(services: Services, state: WatchState, now: datetime, *,
                   pipeline: Pipeline | None = None) -> str:
-    """The next tick, due at ``state.next_due``: any worker with a scheduler runs it."""
-    delay = state.interval if state.next_due is None else max(0.0, (state.next_due - now).total_seconds())
+    """The next tick, due at ``state.next_due``: a worker's `TickMover` queues it then, to the
+    millisecond (rq's scheduler moves jobs once a second, `workers/ticks.py`)."""
+    due = state.next_due or now + timedelta(seconds=state.interval)
+    delay = max(0.0, (due - now).total_seconds())
     return services.queue.enqueue_in(
         delay, TICK_JOB, state.id, state.tick, job_id=tick_job_id(state.id, state.tick),
         timeout=services.settings.job_timeout_seconds, retries=TICK_RETRIES,
-        retry_interval=state.interval, on_failure=TICK_FAILURE,
+        retry_interval=state.interval, on_failure=TICK_FAILURE, exact=due,
         description=f"watch {state.request.command.run} in {state.request.channel} #{state.tick}",
         pipeline=pipeline)
 
@@ -379,7 +381,7 @@ def retry_tick(services: Services, state: WatchState, delay: float, now: datetim
             delay, TICK_JOB, state.id, state.tick,
             job_id=f"{tick_job_id(state.id, state.tick)}-d{state.deferrals}",
             timeout=services.settings.job_timeout_seconds, retries=TICK_RETRIES,
-            retry_interval=state.interval, on_failure=TICK_FAILURE,
+            retry_interval=state.interval, on_failure=TICK_FAILURE, exact=now + timedelta(seconds=delay),
             description=f"watch {state.request.command.run} in {state.request.channel} #{state.tick} (paced)",
             pipeline=pipe)
         pipe.execute()
