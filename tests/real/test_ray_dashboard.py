@@ -161,3 +161,25 @@ async def test_a_missing_head_service_is_said_so(ray_head: RayHead, tmp_path: Pa
         got = await logs(tmp_path, "steps")
     # The API server's own 404 (a JSON Status): the service is gone, not the job.
     assert "head service gone" in got.unavailable and not any("Ray job" in why for why in got.unavailable)
+
+
+async def test_a_status_reads_the_driver_log_in_one_request_from_the_head_pods_ip(
+        ray_head: RayHead, ray_jobs: dict[str, dict], tmp_path: Path) -> None:
+    """Issue 28: a status knows the head pod's IP from its pods, so Ray's log API is asked with it
+    (`node_ip`) and the submission id, and Ray finds the driver's node itself — the job's details
+    are not read first. The IP is the pod's as KubeRay reports it, not the real head's address:
+    Ray needs a node only to accept the query."""
+    objects = ray_objects("steps")
+    for obj in objects:
+        if obj.get("kind") == "Pod" and obj["metadata"]["labels"].get("ray.io/node-type") == "head":
+            obj["status"]["podIP"] = "10.244.1.12"
+    async with KubeEmulator(objects) as emu:
+        emu.forward_proxy("Service", k8s.NS, f"{k8s.raycluster_name_for('steps')}-head-svc", "dashboard",
+                          ray_head.url)
+        write_descriptor(tmp_path, emu.base_url)
+        d = await status(emu, tmp_path, "steps")
+        check = d.phase("Runtime progress")
+        assert check.state.value == "done", check
+        [read] = [r for r in emu.requests if "/proxy/" in r.path]
+        assert read.path.endswith("/proxy/api/v0/logs/file")
+        assert read.query["node_ip"] == "10.244.1.12" and read.query["submission_id"] == CASES["steps"].submission_id
