@@ -31,6 +31,7 @@ from typing import Any
 import redis
 
 from workers import metrics
+from workers.collect.logs.seen import remember
 from workers.collect.logs.sources import log_evidence
 from workers.collect.report import RunReport
 from workers.diagnosis.evaluate import evaluate
@@ -190,6 +191,9 @@ async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
             if run in to_read:
                 report.log_reads += 1
                 logs = await log_evidence(reader, objs, kusto=kusto, now=now)
+                # An untimed log (Ray's Jobs API) is dated by when its tail was first seen — the
+                # record /tau status and watches keep too — so a silent hang becomes a stall.
+                logs = remember(services.redis, meta(objs.run or {}).get("uid"), logs, now)
                 _remember_log(services, ns, run, logs)
             elif run in started:
                 logs = _last_log(services, ns, run)
