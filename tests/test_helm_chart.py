@@ -402,3 +402,49 @@ def test_readme_values_files_parse_as_taubot_config(tmp_path: Path) -> None:
     (tmp_path / "identity.yaml").write_text(yaml.safe_dump(values["identity"]))
     identities = load_identity_map(tmp_path / "identity.yaml")
     assert identities.users["U012ABCDEF"].user == "alice@example.com"
+
+
+MLFLOW_BASIC: dict[str, Any] = {**MINIMAL, "mlflow": {"existingSecret": "taubot-mlflow", "usernameKey": "username",
+                                                      "passwordKey": "password"}}
+
+
+def test_mlflow_basic_auth_comes_from_a_secret_mounted_in_the_worker_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow's own auth app expects HTTP Basic (SPEC §11): the chart hands the worker, and only the
+    worker, the Secret's username and password as files, and taubot reads them as its settings."""
+    docs = render(MLFLOW_BASIC)
+    specs = containers(docs)
+    worker = specs["taubot-worker"]
+    env = {k: v for k, v in _env(worker).items() if "MLFLOW" in k}
+    assert env == {"TAUBOT_MLFLOW_USERNAME_FILE": "/run/secrets/taubot-mlflow/username",
+                   "TAUBOT_MLFLOW_PASSWORD_FILE": "/run/secrets/taubot-mlflow/password"}
+    [volume] = [v for v in worker["volumes"] if v["name"] == "mlflow"]
+    assert volume["secret"] == {"secretName": "taubot-mlflow", "defaultMode": 0o400}
+    [mount] = [m for m in worker["containers"][0]["volumeMounts"] if m["name"] == "mlflow"]
+    assert mount == {"name": "mlflow", "mountPath": "/run/secrets/taubot-mlflow", "readOnly": True}
+    for other in ("taubot-bot", "taubot-monitor"):
+        assert not [k for k in _env(specs[other]) if "MLFLOW" in k]
+        assert not [v for v in specs[other]["volumes"] if v["name"] == "mlflow"]
+    assert helm.lint(str(CHART), values=MLFLOW_BASIC, strict=True, namespace=NS)["errors"] == []
+    # The files the Secret becomes load as the settings MlflowAuth is built from.
+    from workers.collect.experiments import MlflowAuth
+
+    (tmp_path / "username").write_text("taubot-reader\n")
+    (tmp_path / "password").write_text("s3cret-from-the-secret\n")
+    for name, path in env.items():
+        monkeypatch.setenv(name, path.replace("/run/secrets/taubot-mlflow", str(tmp_path)))
+    auth = MlflowAuth.from_settings(Settings())
+    assert (auth.username, auth.password, auth.token) == ("taubot-reader", "s3cret-from-the-secret", None)
+    assert all("MLFLOW" not in k for k in _env(containers(render(MINIMAL))["taubot-worker"]))  # none: nothing
+
+
+@pytest.mark.parametrize(("mlflow", "said"), [
+    ({"existingSecret": "taubot-mlflow", "usernameKey": "username"}, "go together"),
+    ({"usernameKey": "username", "passwordKey": "password"}, "mlflow.existingSecret is required"),
+    ({"existingSecret": "taubot-mlflow"}, "needs mlflow.usernameKey and passwordKey, or tokenKey"),
+    ({"existingSecret": "taubot-mlflow", "user": "x"}, "/mlflow"),
+])
+def test_half_an_mlflow_configuration_fails_at_install(mlflow: dict[str, Any], said: str) -> None:
+    with pytest.raises(helm.HelmError) as failed:
+        render({**MINIMAL, "mlflow": mlflow})
+    assert said in str(failed.value)

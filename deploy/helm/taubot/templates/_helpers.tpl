@@ -168,6 +168,42 @@ affinity:
 {{- end }}
 volumes:
   {{- include "taubot.volumes" $root | nindent 2 }}
+{{- if and (eq .component "worker") (include "taubot.mlflowKeys" $root) }}
+  - name: mlflow
+    secret:
+      secretName: {{ $root.Values.mlflow.existingSecret }}
+      defaultMode: 0400
+{{- end }}
+{{- end -}}
+
+{{/*
+MLflow credentials, for the worker only (it alone reads experiment records): each key of
+mlflow.existingSecret a file under /run/secrets/taubot-mlflow, named by TAUBOT_MLFLOW_*_FILE.
+"taubot.mlflowKeys" is empty when none is configured, and refuses half a configuration.
+*/}}
+{{- define "taubot.mlflowKeys" -}}
+{{- $m := .Values.mlflow | default dict -}}
+{{- $keys := dict -}}
+{{- with $m.usernameKey }}{{ $_ := set $keys "TAUBOT_MLFLOW_USERNAME_FILE" . }}{{ end -}}
+{{- with $m.passwordKey }}{{ $_ := set $keys "TAUBOT_MLFLOW_PASSWORD_FILE" . }}{{ end -}}
+{{- with $m.tokenKey }}{{ $_ := set $keys "TAUBOT_MLFLOW_TOKEN_FILE" . }}{{ end -}}
+{{- if ne (empty $m.usernameKey) (empty $m.passwordKey) -}}
+{{- fail "mlflow.usernameKey and mlflow.passwordKey go together (HTTP Basic needs both)" -}}
+{{- end -}}
+{{- if and $keys (not $m.existingSecret) -}}
+{{- fail "mlflow.existingSecret is required with mlflow.usernameKey/passwordKey/tokenKey" -}}
+{{- end -}}
+{{- if and $m.existingSecret (not $keys) -}}
+{{- fail "mlflow.existingSecret needs mlflow.usernameKey and passwordKey, or tokenKey" -}}
+{{- end -}}
+{{- if $keys }}{{ toJson $keys }}{{ end -}}
+{{- end -}}
+
+{{- define "taubot.mlflowEnv" -}}
+{{- range $name, $key := (include "taubot.mlflowKeys" . | fromJson) }}
+- name: {{ $name }}
+  value: /run/secrets/taubot-mlflow/{{ $key }}
+{{- end }}
 {{- end -}}
 
 {{- define "taubot.checksum" -}}
