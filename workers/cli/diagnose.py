@@ -18,7 +18,7 @@ from typing import Any
 
 from workers.clock import SystemClock
 from workers.collect.dumps import load_snapshot_file, parse_snapshot
-from workers.collect.logs.model import last_lines
+from workers.collect.logs.files import read_log, read_log_file
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis, LogEvidence
 from workers.diagnosis.snapshot import SnapshotError
@@ -89,17 +89,17 @@ def _require_one_namespace(objects: list[dict], run: str, namespace: str | None)
 
 
 def _log_evidence(args: argparse.Namespace) -> LogEvidence | None:
-    """``--logs FILE`` as `kubectl logs --timestamps` printed it (`-` is standard input)."""
+    """``--logs FILE`` as `kubectl logs --timestamps` printed it (`-` is standard input), streamed:
+    a run's whole log stays bounded in memory (workers/collect/logs/files.py)."""
     if not args.logs:
         return None
     try:
-        # Bytes, not text mode: universal newlines would turn the kubelet's `\r` redraws into
-        # lines before their timestamp is read (SPEC §11).
-        raw = sys.stdin.buffer.read() if args.logs == "-" else Path(args.logs).read_bytes()
+        if args.logs == "-":
+            return read_log(sys.stdin.buffer, name="-")
+        with Path(args.logs).open("rb") as stream:
+            return read_log_file(stream, name=args.logs)
     except OSError as exc:
         raise UsageError(f"cannot read --logs {args.logs}: {exc.strerror or exc}") from None
-    lines, _ = last_lines(raw.decode("utf-8", errors="replace"), 1_000_000, timestamps=True)
-    return LogEvidence(lines=[(line.time, line.text) for line in lines], source=f"file {args.logs}")
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:

@@ -269,6 +269,29 @@ def _segments(lines: Iterable[tuple[str | None, str]]) -> Iterable[tuple[str | N
             yield stamp, text
 
 
+def checkpoint_path(text: str) -> str | None:
+    """The path a checkpoint-save line names (``text`` already `clean`ed), else None."""
+    if not _ANY_CHECKPOINT.search(text):
+        return None
+    for _label, regex in CHECKPOINTS:
+        match = regex.search(text)
+        if match:
+            return match.group("path").rstrip(".,'\"")
+    return None
+
+
+def mentions_checkpoint(raw: str) -> bool:
+    """The cheap test before `saves_checkpoint` (substrings, no regex), for readers that look at
+    every line of a long log: each checkpoint wording matched says "checkpoint" or "saving model"."""
+    return "heckpoint" in raw or "aving model" in raw or "HECKPOINT" in raw or "AVING MODEL" in raw
+
+
+def saves_checkpoint(raw: str) -> bool:
+    """Whether a raw log line saves a checkpoint: a reader that keeps only a log's tail keeps the
+    newest such line too, so the recovery still names what to resume from."""
+    return _ANY_CHECKPOINT.search(raw) is not None and checkpoint_path(clean(raw)) is not None
+
+
 def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
     """Fold (time, text) lines, oldest first, into `Progress`."""
     out = Progress()
@@ -287,13 +310,9 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
         if _ANY_SIGNATURE.search(text):
             sig = next(sig for sig in SIGNATURES if sig.regex.search(text))
             out.found = Found(sig.name, sig.kind, sig.summary, display(raw)[:300], at)
-        if _ANY_CHECKPOINT.search(text):
-            for _label, regex in CHECKPOINTS:
-                match = regex.search(text)
-                if match:
-                    out.last_checkpoint = match.group("path").rstrip(".,'\"")
-                    out.checkpoint_at = at
-                    break
+        saved = checkpoint_path(text)
+        if saved is not None:
+            out.last_checkpoint, out.checkpoint_at = saved, at
         lowered = text.lower()
         advanced = progress = False
         if "total optimization steps" in lowered or "max_steps" in lowered:
@@ -443,5 +462,5 @@ def sparkline(values: list[float]) -> str:
     return "".join(bars[min(7, int((v - low) / span * 7.999))] for v in points)
 
 
-__all__ = ["CHECKPOINTS", "PROGRESS", "SIGNATURES", "Found", "Progress", "clean", "display", "parse_progress",
-           "sparkline", "strip_ansi"]
+__all__ = ["CHECKPOINTS", "PROGRESS", "SIGNATURES", "Found", "Progress", "checkpoint_path", "clean",
+           "display", "mentions_checkpoint", "parse_progress", "saves_checkpoint", "sparkline", "strip_ansi"]

@@ -10,6 +10,8 @@ could not answer.
 from __future__ import annotations
 
 import re
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -56,35 +58,99 @@ class LogsResult(BaseModel):
 
 def split_timestamp(raw: str) -> LogLine:
     """`2026-11-30T10:01:02.123456789Z  step 5` → time + `' step 5'`; a line without one keeps it."""
+    stamp, text = _split(raw)
+    return LogLine(time=stamp, text=text)
+
+
+def _split(raw: str) -> tuple[str | None, str]:
     match = _STAMP.match(raw)
     if match is None:
-        return LogLine(time=None, text=raw)
-    return LogLine(time=match.group(1), text=raw[match.end():])
+        return None, raw
+    return match.group(1), raw[match.end():]
+
+
+class Window:
+    """The last ``tail`` segments of a log fed one `\\n`-line at a time, as plain (time, text) pairs.
+
+    Why: a log can be a million lines (a `--logs FILE`, a long run); building an object per
+    segment of all of it cost 1.85 GB. Only the kept segments exist at once, and models are
+    built only for them. Carriage returns end a segment too (tqdm and Lightning redraw bars with
+    `\\r`), but the kubelet stamps a line once, before all its redraws: the timestamp is read off
+    the `\\n`-line first and every `\\r` segment keeps it (SPEC §11).
+
+    ``pin``: a cheap test for segments worth keeping when they fall out of the window, and
+    ``confirm`` the exact one: the newest confirmed of the last few pinned segments is kept,
+    before the window — a checkpoint saved long before the log's end still names what to resume
+    from. Only the cheap test runs on every segment that leaves.
+    """
+
+    PINNED = 16
+
+    def __init__(self, tail: int, *, timestamps: bool, pin: Callable[[str], bool] | None = None,
+                 confirm: Callable[[str], bool] | None = None) -> None:
+        self.kept: deque[tuple[str | None, str]] = deque(maxlen=max(tail, 0))
+        self.timestamps = timestamps
+        self.seen = 0
+        self.pin, self.confirm = pin, confirm
+        self.leaving: deque[tuple[str | None, str]] = deque(maxlen=self.PINNED)
+
+    def add(self, raw: str) -> None:
+        stamp, text = _split(raw) if self.timestamps else (None, raw)
+        kept, pin = self.kept, self.pin
+        for part in text.split("\r") if "\r" in text else (text,):
+            self.seen += 1
+            if pin is not None and kept.maxlen and len(kept) == kept.maxlen and pin(kept[0][1]):
+                self.leaving.append(kept[0])  # about to fall out of the window
+            kept.append((stamp, part))
+
+    @property
+    def pinned(self) -> tuple[str | None, str] | None:
+        confirm = self.confirm or (lambda _text: True)
+        return next((pair for pair in reversed(self.leaving) if confirm(pair[1])), None)
+
+    @property
+    def truncated(self) -> bool:
+        return self.seen > len(self.kept)
+
+    def pairs(self) -> list[tuple[str | None, str]]:
+        """The kept segments, oldest first (the pinned one, if any, before them)."""
+        pinned = self.pinned
+        return ([pinned] if pinned is not None else []) + list(self.kept)
+
+    def lines(self) -> list[LogLine]:
+        return [LogLine(time=t, text=x) for t, x in self.pairs()]
+
+
+def _line(raw: str) -> str:
+    return raw[:-1] if raw.endswith("\r") else raw  # "\r\n" ends a line like "\n"
 
 
 def last_lines(text: str, tail: int, *, timestamps: bool) -> tuple[list[LogLine], bool]:
-    """The last ``tail`` lines of ``text`` and whether older lines were left out.
-
-    Carriage returns end a line too (tqdm and Lightning redraw bars with `\\r`), but the
-    kubelet stamps a line once, before all its redraws: the timestamp is read off the
-    `\\n`-line first and every `\\r` segment keeps it (SPEC §11). The empty remainder
-    after a final newline is not a line.
-    """
-    raw = re.split(r"\r?\n", text)
-    if raw and raw[-1] == "":
-        raw.pop()
-    if not any("\r" in r for r in raw[-tail:] if tail > 0):
-        truncated = len(raw) > tail
-        kept = raw[-tail:] if tail > 0 else []
-        return [split_timestamp(r) if timestamps else LogLine(text=r) for r in kept], truncated
-    out: list[LogLine] = []
-    for r in raw:
-        line = split_timestamp(r) if timestamps else LogLine(text=r)
-        if "\r" in line.text:
-            out.extend(LogLine(time=line.time, text=part) for part in line.text.split("\r"))
-        else:
-            out.append(line)
-    return (out[-tail:] if tail > 0 else []), len(out) > tail
+    """The last ``tail`` lines (`\\r` segments, see `Window`) of ``text`` and whether older lines
+    were left out. Only the last ``tail`` `\\n`-lines are split off (each holds at least one
+    segment): the objects made are bounded by ``tail``, not by the text. The empty remainder after
+    a final newline is not a line."""
+    if tail <= 0:
+        return [], bool(text)
+    parts = text.rsplit("\n", tail + 1)
+    if parts and parts[-1] == "":
+        parts.pop()
+    older = len(parts) > tail
+    window = Window(tail, timestamps=timestamps)
+    for raw in parts[-tail:]:
+        window.add(_line(raw))
+    return window.lines(), older or window.truncated
 
 
-__all__ = ["DEFAULT_TAIL", "MAX_TAIL", "LogLine", "LogsResult", "Source", "last_lines", "split_timestamp"]
+def stream_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """`\\n`-lines of a byte stream (a file iterated in binary mode), decoded one at a time (a byte
+    that is not UTF-8 becomes U+FFFD). Bytes, not text mode: universal newlines would turn the
+    kubelet's `\\r` redraws into lines before their timestamp is read (SPEC §11)."""
+    for raw in chunks:
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+        yield _line(raw.decode("utf-8", errors="replace"))
+
+
+__all__ = ["DEFAULT_TAIL", "MAX_TAIL", "LogLine", "LogsResult", "Source", "Window", "last_lines",
+           "split_timestamp", "stream_lines"]
