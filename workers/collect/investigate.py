@@ -377,7 +377,7 @@ def reads_driver_log(objs: RunObjects, now: datetime) -> bool:
 async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: RunObjects, now: datetime, *,
                           timeout: float, mlflow_token: str | None,
                           mlflow_auth: MlflowAuth | None = None, seen: SeenStore | None = None,
-                          access: LogAccess | None = None
+                          access: LogAccess | None = None, stall_seconds: int = DEFAULT_STALL_SECONDS
                           ) -> tuple[LogEvidence | None, ExperimentEvidence | None]:
     """The log (one bounded read) once the run's main process has started, and the experiment
     record when the workspace names a store — the latter read with the bot's token, so only after
@@ -389,7 +389,8 @@ async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: Run
     uid = (objs.run.get("metadata") or {}).get("uid")
 
     async def logs_read() -> LogEvidence:
-        read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, access=access)
+        read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, access=access,
+                                  stall_seconds=stall_seconds)
         return remember(seen, uid, read, now)
 
     logs_call = logs_read()
@@ -460,8 +461,9 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
             none: tuple[Any, Any] = (None, None)
             nodes_call = read_nodes(reader, objs) if nodes_health and objs.pods else _value(none)
             evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout,
-                                            mlflow_token=mlflow_token, mlflow_auth=mlflow_auth,
-                                            seen=seen, access=log_access) if layer7 else _value(none)
+                                            mlflow_token=mlflow_token, mlflow_auth=mlflow_auth, seen=seen,
+                                            access=log_access, stall_seconds=stall_seconds
+                                            ) if layer7 else _value(none)
             return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
         async def queue(run_obj: dict) -> QueueRead:

@@ -190,7 +190,8 @@ async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
             logs = None
             if run in to_read:
                 report.log_reads += 1
-                logs = await log_evidence(reader, objs, kusto=kusto, now=now)
+                logs = await log_evidence(reader, objs, kusto=kusto, now=now,
+                                          stall_seconds=services.settings.progress_stall_minutes * 60)
                 # An untimed log (Ray's Jobs API) is dated by when its tail was first seen — the
                 # record /tau status and watches keep too — so a silent hang becomes a stall.
                 logs = remember(services.redis, meta(objs.run or {}).get("uid"), logs, now)

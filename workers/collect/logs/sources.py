@@ -31,10 +31,11 @@ import re
 from datetime import datetime, timedelta
 
 from workers.contracts.identity import Identity
-from workers.diagnosis.linkage import RunObjects
+from workers.diagnosis.linkage import RunObjects, labels, meta
 from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.podfacts import containers, pod_name
 from workers.diagnosis.progress import strip_ansi
+from workers.diagnosis.runtime import DEFAULT_STALL_SECONDS
 from workers.diagnosis.timeutil import parse_time
 from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
@@ -42,7 +43,7 @@ from workers.redaction import redact
 from workers.workspaces import KustoLogs, Registry, ResolutionFailure
 
 from .kusto import KustoRefused, query_logs
-from .model import DEFAULT_TAIL, LogsResult, last_lines
+from .model import DEFAULT_TAIL, LogLine, LogsResult, last_lines
 
 POD_LOG_READS = 2
 DASHBOARD_MAX_BYTES = 4 * 1024 * 1024  # a driver log read: its last `tail` lines, and never more than this
@@ -131,6 +132,11 @@ class LogAccess:
             else:
                 result.unavailable.append("permission denied (get pods/log)")
         return self._answer is True
+
+    def refused(self) -> None:
+        """The API server refused this caller `get pods/log` itself: no review needs asking."""
+        if self._answer is None:
+            self._answer = False
 
 
 # Kubernetes' generateName suffix: five of apimachinery's `util/rand` alphabet.
@@ -354,6 +360,80 @@ async def read_run_logs(reader: KubeReader, *, namespace: str, run: str, tail: i
 
 
 PROGRESS_TAIL = 2000  # lines a live status reads to judge progress: one bounded read
+# KubeRay's default submitter container (ray-operator controllers/ray/common/job.go); a
+# submitterPodTemplate may name its own, then the pod's main container is read.
+SUBMITTER_CONTAINER = "ray-job-submitter"
+
+
+def submitter_pod(objs: RunObjects) -> tuple[dict, str] | None:
+    """The RayJob's newest K8sJobMode submitter pod whose container has started, and that container.
+
+    The submitter runs `ray job submit --no-wait …; ray job logs --follow` (reference
+    training-logs.md §2.1): its log mirrors the driver's, and the kubelet stamps each line as it
+    arrives — the per-line time Ray's own APIs do not give."""
+    job = objs.submitter_job
+    if job is None:
+        return None
+    name, uid = meta(job).get("name"), meta(job).get("uid")
+    found: list[tuple[float, dict, str]] = []
+    for pod in objs.pods:
+        lb = labels(pod)
+        owned = any(ref.get("kind") == "Job" and ref.get("uid") == uid
+                    for ref in meta(pod).get("ownerReferences") or [])
+        if objs.is_ray_pod(pod) or not (owned or name in (lb.get("batch.kubernetes.io/job-name"),
+                                                          lb.get("job-name"))):
+            continue
+        views = containers(pod, init=False)
+        wanted = (SUBMITTER_CONTAINER if any(c.name == SUBMITTER_CONTAINER for c in views)
+                  else _main_container(pod))
+        view = next((c for c in views if c.name == wanted), None)
+        if view is not None and (view.running or view.terminated or view.last_terminated):
+            created = parse_time(meta(pod).get("creationTimestamp"))
+            found.append((created.timestamp() if created else 0.0, pod, view.name))
+    if not found:
+        return None
+    _, pod, container = max(found, key=lambda f: f[0])
+    return pod, container
+
+
+async def _from_submitter(reader: KubeReader, result: LogsResult, objs: RunObjects, tail: int,
+                          access: LogAccess) -> bool:
+    """The submitter pod's log with the kubelet's timestamps (`pods/log`, read as the user: the
+    API server's own check of `get pods/log`, the permission the dashboard read is reviewed for —
+    a refusal here stands for that review too)."""
+    found = submitter_pod(objs)
+    if found is None:
+        return False
+    pod, container = found
+    name, ns = pod_name(pod), result.namespace or ""
+    got = await reader.text(resource_path("", "v1", "pods", ns, name, "log"),
+                            {"container": container, "tailLines": tail + 1, "timestamps": True},
+                            max_bytes=DASHBOARD_MAX_BYTES)
+    if isinstance(got, ReadError):
+        if got.kind == "forbidden":
+            access.refused()
+        result.unavailable.append(f"submitter {_why(got, f'pod {name}')}")
+        return False
+    if len(got.encode()) >= DASHBOARD_MAX_BYTES:  # the last line read may be cut: drop it
+        got = got.rsplit("\n", 1)[0]
+    lines, truncated = last_lines(got, tail, timestamps=True)
+    if not any(line.time for line in lines):  # nothing mirrored yet: the dashboard holds what there is
+        return False
+    for line in lines:  # `ray job logs` prints Ray's colour codes as they are
+        line.text = strip_ansi(line.text)
+    result.source, result.pod, result.container = "pod", name, container
+    result.lines, result.truncated = lines, truncated
+    return True
+
+
+def _last_text(lines: list[LogLine]) -> str | None:
+    return next((line.text.strip() for line in reversed(lines) if line.text.strip()), None)
+
+
+def _quiet_since(lines: list[LogLine], now: datetime, seconds: int) -> bool:
+    """The newest line is older than ``seconds``: the mirror may have stopped, not the driver."""
+    newest = next((parse_time(line.time) for line in reversed(lines) if line.time), None)
+    return newest is not None and (now - newest).total_seconds() > seconds
 
 
 def head_pod_ip(objs: RunObjects) -> str | None:
@@ -367,16 +447,29 @@ def head_pod_ip(objs: RunObjects) -> str | None:
 
 
 async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs | None, now: datetime,
-                       timeout: float = 10.0, tail: int = PROGRESS_TAIL, access: LogAccess | None = None
-                       ) -> LogEvidence:
+                       timeout: float = 10.0, tail: int = PROGRESS_TAIL, access: LogAccess | None = None,
+                       stall_seconds: int = DEFAULT_STALL_SECONDS) -> LogEvidence:
     """The run's log for the Runtime progress check of a live status, from what the status
     already read (the run, its pods): one dashboard or pod-log read, else ADX. ``access``: the
-    status's `get pods/log` review, already under way."""
+    status's `get pods/log` review, already under way.
+
+    A RayJob's timed source is its submitter pod's log (SPEC §11); the dashboard is read when
+    there is none, or when that log has been quiet for ``stall_seconds`` and the dashboard's
+    driver log has moved past it (`ray job logs -f` sporadically stops following,
+    ray-project/ray#51601): a stopped mirror is never taken for a hung driver."""
     result = LogsResult(run=objs.name, namespace=objs.namespace, kind=objs.kind)
     access, main_pods = access or LogAccess(reader, objs.namespace or ""), list[dict]()
     done = False
     if objs.kind == "RayJob" and objs.run is not None:
-        done = await _from_dashboard(reader, result, objs.run, tail, access, head_ip=head_pod_ip(objs))
+        head_ip = head_pod_ip(objs)
+        done = await _from_submitter(reader, result, objs, tail, access)
+        if done and _quiet_since(result.lines, now, stall_seconds):
+            driver = LogsResult(run=objs.name, namespace=objs.namespace, kind=objs.kind)
+            if (await _from_dashboard(reader, driver, objs.run, tail, access, head_ip=head_ip)
+                    and _last_text(driver.lines) != _last_text(result.lines)):
+                result = driver
+        if not done:
+            done = await _from_dashboard(reader, result, objs.run, tail, access, head_ip=head_ip)
     elif objs.kind == "Job":
         main_pods = [p for p in objs.pods if not objs.is_ray_pod(p)]
         done = await _from_pods(reader, result, objs.name, tail, False, pods=main_pods)
@@ -386,7 +479,9 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
         return LogEvidence(unavailable="; ".join(result.unavailable) or "no log source answered")
     # Secrets are redacted here, before the engine sees a line: a crash line it quotes as evidence
     # reaches cards, Details and handoffs (controls and `\r` redraws stay: the parser reads them).
-    return LogEvidence(lines=[(line.time, redact(line.text)) for line in result.lines], source=result.source)
+    source = (f"submitter pod {result.pod}" if result.source == "pod" and objs.kind == "RayJob"
+              else result.source)
+    return LogEvidence(lines=[(line.time, redact(line.text)) for line in result.lines], source=source)
 
 
 async def logs_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
@@ -405,5 +500,5 @@ async def logs_live(registry: Registry, *, run: str, identity: Identity, now: da
                                    tail=tail, previous=previous, kusto=kusto, now=now, timeout=timeout)
 
 
-__all__ = ["PROGRESS_TAIL", "LogAccess", "head_pod_ip", "log_evidence", "logs_live", "order_pods",
-           "read_run_logs", "run_pods"]
+__all__ = ["PROGRESS_TAIL", "SUBMITTER_CONTAINER", "LogAccess", "head_pod_ip", "log_evidence", "logs_live",
+           "order_pods", "read_run_logs", "run_pods", "submitter_pod"]
