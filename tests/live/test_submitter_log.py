@@ -17,8 +17,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
+import yaml
+
 from tests.diagnosis.test_node_health import node
 from tests.fakes.kube_api import KubeEmulator
+from tests.fakes.mlflow_api import running_fake_mlflow
 from tests.fixtures import k8s
 from tests.fixtures.ray_dashboard import serve_driver_log
 from workers.collect.investigate import diagnose_live
@@ -146,3 +150,32 @@ async def test_without_get_pods_log_neither_the_submitter_nor_the_dashboard_is_r
         check = (await status(emu, tmp_path)).diagnosis.phase("Runtime progress")
         assert check.state.value == "skipped" and "permission denied (get pods/log)" in check.summary, check
         assert _proxied(emu) == []
+
+
+@pytest.mark.parametrize(("quiet_minutes", "expected"), [(1, 10), (30, 12)], ids=["progressing", "quiet mirror"])
+async def test_requests_per_status_with_layers_6_to_8_stay_within_12(tmp_path: Path, quiet_minutes: int,
+                                                                     expected: int) -> None:
+    """Issue 25's figure: a live RayJob status with node health (6), the submitter log and the MLflow
+    record (7) and a recovery (8) — the run, its objects, one node LIST, one log read, the record's
+    access review; a mirror quiet past the threshold adds the driver log's details and tail."""
+    objects, sub_pod, service, job_id = ray_run()
+    lines = driver_lines(10)
+    with running_fake_mlflow() as mlflow:
+        fresh_ms = int((NOW - timedelta(minutes=quiet_minutes)).timestamp() * 1000)
+        mlflow.add_run("c3d4e5", {"taugrid.io/run": RUN}, [{"key": "loss", "value": 1.55, "timestamp": fresh_ms,
+                                                            "step": 90}])
+        async with KubeEmulator(objects) as emu:
+            emu.pod_logs[(k8s.NS, sub_pod["metadata"]["name"], "ray-job-submitter")] = submitter_log(
+                job_id, lines, quiet_minutes)
+            serve_driver_log(emu, k8s.NS, service, job_id, "".join(line + "\n" for line in lines))
+            path = write_descriptor(tmp_path, emu.base_url)
+            doc = yaml.safe_load(path.read_text())
+            doc["spec"]["experiments"] = {"mlflow": {"uri": mlflow.base_url}}
+            path.write_text(yaml.safe_dump(doc))
+            report = await diagnose_live(load_descriptors(tmp_path), run=RUN, identity=ALICE, now=NOW,
+                                         workspace="vision")
+            d = report.diagnosis
+            assert [c.name for c in d.checks] == ["GPU/node health", "Runtime progress", "Durable evidence"]
+            assert d.recovery is not None
+            assert len(emu.requests) == report.requests == expected, [r.path for r in emu.requests]
+            print(f"requests per status, layers 6-8, RayJob ({quiet_minutes} min quiet): {report.requests}")

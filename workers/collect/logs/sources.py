@@ -138,6 +138,12 @@ class LogAccess:
         if self._answer is None:
             self._answer = False
 
+    def granted(self) -> None:
+        """This caller just read the run's driver output from its submitter pod's `pods/log`:
+        reading the same output from the dashboard needs no review of its own."""
+        if self._answer is None:
+            self._answer = True
+
 
 # Kubernetes' generateName suffix: five of apimachinery's `util/rand` alphabet.
 _GENERATED = "[bcdfghjklmnpqrstvwxz2456789]{5}"
@@ -400,7 +406,7 @@ async def _from_submitter(reader: KubeReader, result: LogsResult, objs: RunObjec
                           access: LogAccess) -> bool:
     """The submitter pod's log with the kubelet's timestamps (`pods/log`, read as the user: the
     API server's own check of `get pods/log`, the permission the dashboard read is reviewed for —
-    a refusal here stands for that review too)."""
+    its answer, either way, stands for that review)."""
     found = submitter_pod(objs)
     if found is None:
         return False
@@ -421,6 +427,7 @@ async def _from_submitter(reader: KubeReader, result: LogsResult, objs: RunObjec
         return False
     for line in lines:  # `ray job logs` prints Ray's colour codes as they are
         line.text = strip_ansi(line.text)
+    access.granted()
     result.source, result.pod, result.container = "pod", name, container
     result.lines, result.truncated = lines, truncated
     return True
