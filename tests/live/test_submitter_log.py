@@ -122,8 +122,10 @@ async def test_a_progressing_submitter_log_is_progress_at_its_own_time_without_t
         assert check.state.value == "active" and "at 2026-11-30 10:59:00Z" in check.summary, check
         assert "unknown" not in check.summary
         assert "log (submitter pod " in " ".join(check.evidence)
-        assert _proxied(emu) == []  # one timed read: no dashboard, no review for it
-        assert len(emu.requests) == 9  # the status, one node LIST, one log read
+        assert _proxied(emu) == []  # one timed read: no dashboard
+        # The status, one node LIST, one log read, and the `get pods/log` review a status sends with
+        # its pods' round (in case the dashboard is needed: it costs no round of its own).
+        assert len(emu.requests) == 10
 
 
 async def test_a_submitter_that_stopped_following_is_not_taken_for_a_hung_driver(tmp_path: Path) -> None:
@@ -152,12 +154,12 @@ async def test_without_get_pods_log_neither_the_submitter_nor_the_dashboard_is_r
         assert _proxied(emu) == []
 
 
-@pytest.mark.parametrize(("quiet_minutes", "expected"), [(1, 10), (30, 12)], ids=["progressing", "quiet mirror"])
+@pytest.mark.parametrize(("quiet_minutes", "expected"), [(1, 11), (30, 12)], ids=["progressing", "quiet mirror"])
 async def test_requests_per_status_with_layers_6_to_8_stay_within_12(tmp_path: Path, quiet_minutes: int,
                                                                      expected: int) -> None:
     """Issue 25's figure: a live RayJob status with node health (6), the submitter log and the MLflow
-    record (7) and a recovery (8) — the run, its objects, one node LIST, one log read, the record's
-    access review; a mirror quiet past the threshold adds the driver log's details and tail."""
+    record (7) and a recovery (8) — the run, its objects, one node LIST, one log read, the log's and
+    the record's access reviews; a mirror quiet past the threshold adds one read of the driver log."""
     objects, sub_pod, service, job_id = ray_run()
     lines = driver_lines(10)
     with running_fake_mlflow() as mlflow:
