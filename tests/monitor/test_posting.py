@@ -75,7 +75,8 @@ def test_channels_post_at_once_and_each_at_most_one_a_second_by_the_injected_clo
             # The first post (whichever channel it is in) is held at Slack: if workspaces posted one
             # after another, nothing else could reach Slack until it is let go.
             fake.hang_next("chat.postMessage", after=True)
-            sweep = threading.Thread(target=lambda: asyncio.run(run_once(services)), daemon=True)
+            reports = []
+            sweep = threading.Thread(target=lambda: reports.append(asyncio.run(run_once(services))), daemon=True)
             sweep.start()
             assert fake.hung.wait(30)
             held = fake.calls_to("chat.postMessage")[0].params["channel"]
@@ -84,6 +85,10 @@ def test_channels_post_at_once_and_each_at_most_one_a_second_by_the_injected_clo
             fake.release_hang()
             sweep.join(60)
             assert not sweep.is_alive()
+            # The held post was answered, not given up (the Slack client's timeout is 10 s): the
+            # other channel's post came while it was still waiting.
+            [report] = reports
+            assert report.posts == {"posted": WORKSPACES * RUNS_EACH} and report.errors == 0
         finally:
             services.redis.close()
         posts = [c for c in fake.calls_to("chat.postMessage") if c.response.get("ok")]

@@ -228,6 +228,12 @@ def _new_post(services: Services, ws: str, channel: str, ident: str, reason: str
             log.info("monitor: adopted the post %s of %s (its record was never saved)", found, ident)
             return "reconciled", found, False
     got = post()
+    if isinstance(got, Failed) and got.kind == "unreachable":
+        # No answer (a timeout, a reset): the message may be in the channel all the same. The claim
+        # stays, so the next sweep looks in the history (or thread) before posting again.
+        log.warning("monitor: no answer from Slack for %s in %s (%s): looking for it next sweep", ident,
+                    channel, got.error)
+        return "unknown", None, False
     if isinstance(got, Failed):
         _release(services, ws, ident)
         log.warning("monitor: could not post %s in %s: %s", ident, channel, got.error or got.kind)

@@ -32,6 +32,9 @@ KEY_PREFIX = "taubot:pace:"
 TIER3_PER_MINUTE = 50
 CHANNEL_PER_SECOND = 1.0
 
+# A key outlives its use by a minute (PX): Redis expires it by the wall clock, while `now` is the
+# process's clock — a test's injected one may lag it, and a key gone early would grant a second call
+# in the same second. A key kept longer changes nothing: a time in the past counts as `now`.
 # KEYS: the rate keys. ARGV: now, the horizon, then (interval, burst) per key. The call may go at
 # `t` = the latest time any key allows it; when t - now is within the horizon the call is counted
 # at t (granted now when t = now, reserved for t otherwise) and 1 is returned with the wait, else 0
@@ -55,7 +58,7 @@ for i, key in ipairs(KEYS) do
   local interval = tonumber(ARGV[2 * i + 1])
   local burst = tonumber(ARGV[2 * i + 2])
   local tat = math.max(tats[i], t) + interval
-  redis.call('SET', key, tostring(tat), 'PX', math.ceil((tat - now + interval * burst) * 1000) + 1000)
+  redis.call('SET', key, tostring(tat), 'PX', math.ceil((tat - now + interval * burst) * 1000) + 60000)
 end
 return {1, tostring(t - now)}
 """
@@ -64,7 +67,7 @@ _PENALIZE = """
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 local until_ = tonumber(ARGV[1])
 if until_ > tat then
-  redis.call('SET', KEYS[1], tostring(until_), 'PX', math.ceil(tonumber(ARGV[2]) * 1000) + 1000)
+  redis.call('SET', KEYS[1], tostring(until_), 'PX', math.ceil(tonumber(ARGV[2]) * 1000) + 60000)
 end
 return 1
 """
