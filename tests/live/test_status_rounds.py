@@ -104,3 +104,44 @@ async def test_waiting_for_quota_reads_its_own_objects_in_two_rounds_and_no_node
         assert emu.rounds() <= 4, rounds_of(requests)
         assert not [r for r in requests if r.path.endswith(("/log", "/selfsubjectaccessreviews"))
                     or "/nodes" in r.path or "/proxy/" in r.path]
+
+
+async def test_a_later_status_of_a_waiting_run_sends_the_cluster_queue_reads_with_its_own(
+        tmp_path: Path) -> None:
+    """A process that has read a LocalQueue once knows its ClusterQueue (a warm worker keeps it
+    across jobs): the next status sends the ClusterQueue's list and quota in the same round as the
+    LocalQueue's, so with nobody ahead in other namespaces the whole answer takes two rounds."""
+    job = k8s.job("llama-ft-7b", suspend=True)
+    objects = [*workspace_objects(), job, k8s.workload(job, state="pending")]
+    async with KubeEmulator(objects, latency=LATENCY) as emu:
+        first = (await status(emu, tmp_path, "llama-ft-7b")).diagnosis
+        emu.clear_requests()
+        again = (await status(emu, tmp_path, "llama-ft-7b")).diagnosis
+        requests = list(emu.requests)
+        assert again.queue_position == first.queue_position and again.queue_position is not None
+        cluster_reads = [r for r in requests if "/clusterqueues/" in r.path]
+        assert cluster_reads and {r.round for r in cluster_reads} == {2}, rounds_of(requests)
+        assert emu.rounds() <= 2, rounds_of(requests)
+        assert all(r.header_values("Impersonate-User") == [ALICE.user] for r in requests)
+
+
+async def test_a_user_who_may_not_read_the_local_queue_gets_nothing_from_anothers_hint(
+        tmp_path: Path) -> None:
+    """The remembered ClusterQueue is only a hint: Bob, denied the LocalQueue, gets no ClusterQueue
+    figures from Alice's earlier read, and every read made for him is made as him."""
+    bob = Identity(user="bob@example.com", groups=("team-vision",))
+    job = k8s.job("llama-ft-7b", suspend=True)
+    objects = [*workspace_objects(), job, k8s.workload(job, state="pending")]
+    async with KubeEmulator(objects, latency=LATENCY) as emu:
+        alice = (await status(emu, tmp_path, "llama-ft-7b")).diagnosis
+        assert alice.contract()["queue_position"]["cluster_queue"] == "cluster-queue"
+        emu.forbid("get", "localqueues", user=bob.user)
+        emu.clear_requests()
+        his = (await diagnose_live(load_descriptors(tmp_path), run="llama-ft-7b", identity=bob, now=NOW,
+                                   workspace="vision")).diagnosis
+        assert his.first_incomplete == "Kueue admission"
+        theirs = his.contract()["queue_position"]
+        assert theirs["cluster_queue"] is None and theirs["pending_in_cluster_queue"] is None, theirs
+        assert theirs["cluster_queue_unavailable"] == ("not read (the LocalQueue could not be read: "
+                                                       "permission denied (get localqueues in kueue.x-k8s.io))")
+        assert all(r.header_values("Impersonate-User") == [bob.user] for r in emu.requests)

@@ -31,7 +31,14 @@ from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
 from workers.collect.experiments import MlflowAuth, experiment_record
 from workers.collect.logs.seen import SeenStore, remember
 from workers.collect.logs.sources import LogAccess, log_evidence
-from workers.collect.queue import QueueMemo, QueueRead, position_from, read_queue, workload_version
+from workers.collect.queue import (
+    CLUSTER_QUEUE_NAMES,
+    QueueMemo,
+    QueueRead,
+    position_from,
+    read_queue,
+    workload_version,
+)
 from workers.collect.report import RunReport
 from workers.collect.workspace import (
     readiness_report,
@@ -467,9 +474,14 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
             return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
         async def queue(run_obj: dict) -> QueueRead:
-            return await read_queue(reader, ns, labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue,
-                                    cluster_queue=queue_memo.cluster_queue if queue_memo else None,
+            local_queue = labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue
+            cluster = ws.cluster_target().model_dump_json()
+            hint = (queue_memo.cluster_queue if queue_memo else None) or \
+                CLUSTER_QUEUE_NAMES.get(cluster, ns, local_queue)
+            read = await read_queue(reader, ns, local_queue, cluster_queue=hint,
                                     run_uid=meta(run_obj).get("uid") or "")
+            CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read)
+            return read
 
         try:
             collected = await collect(reader, ns, run, now, tauworkspace_path(ws),

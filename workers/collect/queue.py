@@ -22,6 +22,7 @@ of the queue) is asked again at `v1alpha1`. A 403 or a Kueue that serves neither
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
@@ -72,6 +73,40 @@ class QueueMemo(BaseModel):
     position: QueuePosition
     cluster_queue: str | None = None
     fresh: bool = True
+
+
+class ClusterQueueNames:
+    """Which ClusterQueue each LocalQueue feeds, as this process last read it (bounded, newest kept).
+
+    A LocalQueue's ``spec.clusterQueue`` rarely changes, and knowing it up front lets a status send
+    the ClusterQueue's reads with the LocalQueue's, one round instead of two (issue 28). It is only
+    a hint: every status still reads the LocalQueue under its own user, and the hinted answers are
+    used only when that read names the same ClusterQueue, so a user who may not read the
+    LocalQueue, or a LocalQueue moved to another ClusterQueue, gets nothing from it. The hinted
+    reads themselves carry that user's impersonation, like every other read.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._names: OrderedDict[tuple[str, str, str], str] = OrderedDict()
+
+    def get(self, cluster: str, namespace: str, local_queue: str) -> str | None:
+        return self._names.get((cluster, namespace, local_queue))
+
+    def learn(self, cluster: str, namespace: str, local_queue: str, read: QueueRead) -> None:
+        named = (read.queue_object.get("spec") or {}).get("clusterQueue") \
+            if isinstance(read.queue_object, dict) else None
+        key = (cluster, namespace, local_queue)
+        if isinstance(named, str) and named:
+            self._names[key] = named
+            self._names.move_to_end(key)
+            while len(self._names) > self.size:
+                self._names.popitem(last=False)
+        else:
+            self._names.pop(key, None)
+
+
+CLUSTER_QUEUE_NAMES = ClusterQueueNames()  # per process: a warm worker keeps it across jobs
 
 
 def workload_version(workloads: list[dict]) -> str:
@@ -169,6 +204,12 @@ def _why(summary: ReadError, queue_object: dict | ReadError, plural: str = "loca
     return f"visibility API {summary.describe()}"
 
 
+def _local_queue_why(got: ReadError) -> str:
+    if got.kind == "forbidden":
+        return "permission denied (get localqueues in kueue.x-k8s.io)"
+    return got.describe()
+
+
 def _quota_why(got: ReadError) -> str:
     if got.kind == "forbidden":
         return "permission denied (get clusterqueues in kueue.x-k8s.io)"
@@ -194,8 +235,11 @@ def position_from(read: QueueRead, *, run_uid: str, workload_names: set[str],
     mine = next((workload_key(w) for w in run_workloads or [] if meta_name(w) in workload_names),
                 None)
     if read.cluster_summary is None:
-        qp = qp.model_copy(update={"cluster_queue_unavailable": "not read (the LocalQueue names no "
-                                   "ClusterQueue)" if cq is None else "not read"})
+        if isinstance(read.queue_object, ReadError):  # which ClusterQueue is unknown: say why
+            why = f"not read (the LocalQueue could not be read: {_local_queue_why(read.queue_object)})"
+        else:
+            why = "not read (the LocalQueue names no ClusterQueue)" if cq is None else "not read"
+        qp = qp.model_copy(update={"cluster_queue_unavailable": why})
     elif isinstance(read.cluster_summary, ReadError):
         qp = qp.model_copy(update={"cluster_queue_unavailable": _why(
             read.cluster_summary, read.cluster_queue_object or {}, "clusterqueues")})
