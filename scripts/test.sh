@@ -16,10 +16,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,real]'
 .venv/bin/ruff check bot workers shell tests bench
-# Two test processes (pytest-xdist), each with its own private redis-server: most tests wait on
-# a subprocess or a socket, so two share two cores well. TAUBOT_TEST_PROCESSES=0 runs the suite
+# Four test processes (pytest-xdist), each with its own private redis-server: most tests wait on
+# a subprocess or a socket, so four keep two cores busy. TAUBOT_TEST_PROCESSES=0 runs the suite
 # in this one process.
-.venv/bin/python -m pytest -n "${TAUBOT_TEST_PROCESSES:-2}" "$@"
+.venv/bin/python -m pytest -n "${TAUBOT_TEST_PROCESSES:-4}" "$@"
 # The real-systems suite (tests/real: a real Ray head and real MLflow servers on 127.0.0.1, the
 # `[real]` extra) is its own run after the main suite; a run given arguments is a targeted one.
 if [ "$#" -eq 0 ]; then
