@@ -292,39 +292,38 @@ def post_run(services: Services, ws: str, channel: str, c: Candidate) -> str:
 
 def _changed_reason(services: Services, ws: str, key: str, record: PostRecord, c: Candidate) -> str:
     s = c.stall
-    context, offer = _phase_context(services, c, record.channel, record.ts)
-    _edit(services, record.channel, record.ts, lambda old: context.with_slot(_status(s)).with_slot(old.mute))
-    if offer is not None:
-        offer.attach(record.ts)
     was = f"{escape(record.phase, 60)} ({escape(record.reason, 60)})"
-    said = _reply(services, ws, c.uid, record,
-                  f"↪️ {code(s.run, 80)} is now stuck at *{escape(s.phase, 60)}* ({escape(s.reason, 60)}), "
-                  f"was {was}.", "reason")
-    if said is None:
-        return "deferred"
-    save(services.redis, ws, key, record.model_copy(update={"layer": s.layer, "reason": s.reason,
-                                                            "phase": s.phase, "seq": record.seq + 1}), c.uid)
-    _release(services, ws, said)
-    return "edited"
+    text = (f"↪️ {code(s.run, 80)} is now stuck at *{escape(s.phase, 60)}* ({escape(s.reason, 60)}), "
+            f"was {was}.")
+    return _restate(services, ws, key, record, c, again=False, text=text, what="reason", outcome="edited")
 
 
 def _stalled_again(services: Services, ws: str, key: str, record: PostRecord, c: Candidate) -> str:
     s = c.stall
+    text = (f"🔁 {code(s.run, 80)} stalled again: stuck at *{escape(s.phase, 60)}* "
+            f"({escape(s.reason, 60)}) since {_stamp(s.since)}.")
+    return _restate(services, ws, key, record, c, again=True, text=text, what="again", outcome="again")
+
+
+def _restate(services: Services, ws: str, key: str, record: PostRecord, c: Candidate, *, again: bool,
+             text: str, what: str, outcome: str) -> str:
+    """Edit a run's card to its new stall and say so in one thread reply (claimed, posted,
+    recorded); "deferred" when the reply could not be said this sweep (tried again next one)."""
+    s = c.stall
     context, offer = _phase_context(services, c, record.channel, record.ts)
     _edit(services, record.channel, record.ts,
-          lambda old: context.with_slot(_status(s, again=True)).with_slot(old.mute))
+          lambda old: context.with_slot(_status(s, again=again)).with_slot(old.mute))
     if offer is not None:
         offer.attach(record.ts)
-    said = _reply(services, ws, c.uid, record,
-                  f"🔁 {code(s.run, 80)} stalled again: stuck at *{escape(s.phase, 60)}* "
-                  f"({escape(s.reason, 60)}) since {_stamp(s.since)}.", "again")
+    said = _reply(services, ws, c.uid, record, text, what)
     if said is None:
         return "deferred"
-    save(services.redis, ws, key, record.model_copy(update={"layer": s.layer, "reason": s.reason,
-                                                            "phase": s.phase, "state": "stalled",
-                                                            "seq": record.seq + 1}), c.uid)
+    update: dict = {"layer": s.layer, "reason": s.reason, "phase": s.phase, "seq": record.seq + 1}
+    if again:
+        update["state"] = "stalled"
+    save(services.redis, ws, key, record.model_copy(update=update), c.uid)
     _release(services, ws, said)
-    return "again"
+    return outcome
 
 
 # ------------------------------------------------------------------ groups
