@@ -133,3 +133,19 @@ def test_code_block_tail_for_logs() -> None:
 def test_plain_only_truncates() -> None:
     assert plain("<!channel> :rocket: & co", 100) == "<!channel> :rocket: & co"
     assert plain("x" * 80, 75) == "x" * 74 + ELLIPSIS
+
+
+def test_escaping_a_whole_text_at_once_gives_what_escaping_it_cluster_by_cluster_gives() -> None:
+    """Issue 28: text that fits is escaped in one pass (`_escaped_whole`), text that must be cut
+    cluster by cluster; both must agree character for character, or a card's escaping would
+    depend on its length. Deterministic: a fixed seed over the characters every rule looks at."""
+    import random
+
+    from workers.render.mrkdwn import _escaped_clusters, _escaped_whole
+
+    pieces = [*"aw W.@#:/&<>`_*1", "\u0301", "\u200d", "👍🏽", "🇫🇷", "é", "www", "WwW.", "://", "@here",
+              "#chan", "<!channel>", "https://evil.example"]
+    rng = random.Random(28)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        assert _escaped_whole(text) == "".join(_escaped_clusters(text)), text

@@ -53,6 +53,8 @@ SLACK_RATELIMITED = Counter("taubot_slack_ratelimited_total", "Slack 429 answers
 TICK_LAG = Histogram("taubot_watch_tick_lag_seconds", "How late a watch tick started after it was due "
                      "(its slot: started_at + k x interval)",
                      buckets=(0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0))
+WATCH_TICKS = Counter("taubot_watch_ticks_total", "Watch ticks by what they read: `probe` (the run and "
+                      "its Workloads or pods, unchanged: the card kept) or `full` (a whole status)", ["read"])
 CARD_WRITES = Counter("taubot_card_writes_total", "Card posts and edits, by outcome", ["outcome"])
 ESCALATIONS = Counter("taubot_escalations_total", "Escalate presses handled, by outcome", ["outcome"])
 AUTO_POSTS = Counter("taubot_auto_posts_total", "Stall-monitor posts, by kind", ["kind"])
@@ -136,4 +138,5 @@ def scrape(extra: list[Any] | None = None) -> tuple[bytes, str]:
 __all__ = ["ACK_SECONDS", "AUTO_POSTS", "CARD_WRITES", "COMMANDS", "ESCALATIONS", "JOBS", "JOB_SECONDS",
            "KUBE_REQUESTS", "MONITOR_REDIS_DOWN", "MONITOR_RUN_ERRORS", "MONITOR_STREAMS",
            "MONITOR_STREAM_FAILURES", "MONITOR_STREAM_REQUESTS", "PRESSES", "SLACK_CALLS",
-           "SLACK_RATELIMITED", "STALLED", "TICK_LAG", "ActiveWatches", "counted", "scrape", "timed_job"]
+           "SLACK_RATELIMITED", "STALLED", "TICK_LAG", "WATCH_TICKS", "ActiveWatches", "counted", "scrape",
+           "timed_job"]

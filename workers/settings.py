@@ -146,6 +146,13 @@ class Settings(BaseSettings):
         description="A waiting run's watch re-reads its queue position when its Workload changed, "
         "and at least every this many ticks (the others reuse the last read: no queue requests).",
     )
+    watch_full_every_ticks: int = Field(
+        default=4,
+        ge=1,
+        description="A watch tick first reads only the run and its Workloads or pods (two requests) and "
+        "keeps the card when their resourceVersions are unchanged; a full status at least every this "
+        "many ticks catches what those do not show (nodes, events, log progress, the queue, time).",
+    )
     slack_updates_per_minute: int = Field(
         default=50,
         gt=0,

@@ -36,6 +36,7 @@ import redis
 from pydantic import BaseModel, Field
 
 from workers.collect.access import permits
+from workers.collect.probe import Probe, probe_of, unchanged
 from workers.collect.queue import QueueMemo
 from workers.contracts.identity import Identity
 from workers.contracts.ids import STOP_WATCHING_ACTION, watch_id
@@ -51,7 +52,7 @@ from workers.escalation_offers import (
     offer_escalation,
     wants_handoff,
 )
-from workers.metrics import TICK_LAG
+from workers.metrics import TICK_LAG, WATCH_TICKS
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import PhaseCardContext, build_phase_card
 from workers.render.mrkdwn import code, escape
@@ -111,6 +112,9 @@ class WatchState(BaseModel):
     tick: int = 0
     queue: QueueMemo | None = Field(default=None, description="the waiting run's last queue read")
     queue_read_tick: int = Field(default=0, description="the tick that made `queue`")
+    probe: Probe | None = Field(default=None, description="what the next ticks read first, and the versions "
+                                "the last full read saw (`workers/collect/probe.py`); None: read in full")
+    full_tick: int = Field(default=0, description="the tick of the last full read")
     phases: dict[str, str] = Field(default_factory=dict, description="phase name → state seen last")
     since: dict[str, datetime] = Field(default_factory=dict, description="when that state was first seen")
     observed_change: list[str] = Field(
@@ -345,6 +349,38 @@ def remember_queue(state: WatchState, live: RunReport) -> None:
         state.queue, state.queue_read_tick = memo, state.tick
 
 
+def remember_probe(state: WatchState, live: RunReport) -> None:
+    """After a full read: what the next ticks probe first. None (every tick reads in full) for a
+    workspace that could not be read, a run not found, and `--run-profile` (its telemetry is new
+    each tick)."""
+    state.full_tick = state.tick
+    state.probe = None
+    if live.layer_report is None and not state.request.command.run_profile:
+        state.probe = probe_of(live.linked, live.objects)
+
+
+def probe_says_unchanged(services: Services, state: WatchState, now: datetime) -> bool:
+    """Whether this tick may keep the card: the run's probe found every version as the last full
+    read saw it, and that read is less than `watch_full_every_ticks` ticks old (see the probe's
+    module docstring for what only a full read shows)."""
+    probe = state.probe
+    if probe is None or now >= state.deadline:
+        return False
+    if state.tick - state.full_tick >= services.settings.watch_full_every_ticks:
+        return False
+    if state.queue is not None and reusable_queue(state, services.settings.watch_queue_every_ticks) is None:
+        return False  # the waiting run's place is due for a fresh read
+    command = state.request.command
+    resolution = services.registry.resolve(workspace=state.workspace or command.workspace,
+                                           channel=state.request.channel)
+    if not isinstance(resolution, Resolved):
+        return False
+    same, _requests = services.run(unchanged(services.kube, resolution.descriptor.cluster_target(),
+                                             state.request.identity, probe,
+                                             timeout=services.settings.kube_request_timeout_seconds))
+    return same
+
+
 def record_phases(state: WatchState, diagnosis: Diagnosis, now: datetime) -> None:
     for phase in diagnosis.phases:
         old = state.phases.get(phase.name)
@@ -440,6 +476,7 @@ def _begin(services: Services, request: StatusRequest, wid: str, workspace: str,
     if request.command.run_profile:
         state.utilization.append(average_utilization(live.profile))
     remember_queue(state, live)
+    remember_probe(state, live)
     button, escalated = escalation_for(services, state, live, now)
     record_phases(state, diagnosis, now)
     verdict = ended_verdict(live)
@@ -521,12 +558,19 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         if state.next_due is not None and not state.deferrals:
             TICK_LAG.observe(max(0.0, (now - state.next_due).total_seconds()))
         pending = load_pending(conn, wid) if state.deferrals else None
+        if pending is None and not state.deferrals and probe_says_unchanged(services, state, now):
+            WATCH_TICKS.labels("probe").inc()
+            state.tick += 1
+            advance(services, state, now)
+            return {"watch": wid, "tick": tick, "card": "unchanged", "read": "probe"}
         if pending is not None:  # a paced re-run: send what this tick computed, do not collect again
             context, diagnosis, reason = pending
         else:
+            WATCH_TICKS.labels("full").inc()
             memo = reusable_queue(state, services.settings.watch_queue_every_ticks)
             live, operator_ok = services.run(diagnose_for_card(services, state.request, now, queue_memo=memo))
             remember_queue(state, live)
+            remember_probe(state, live)
             if state.request.command.run_profile:
                 state.utilization = [*state.utilization, average_utilization(live.profile)][-HISTORY_POINTS:]
             verdict = ended_verdict(live)
@@ -565,10 +609,12 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         state.deferrals = 0
         if outcome == "updated":
             state.updates += 1
+        if outcome not in ("updated", "unchanged"):
+            state.probe = None  # what this read found is not on the card yet: the next tick reads again
         if outcome in ("gone", "missing"):
             reason = "the card was deleted" if outcome == "gone" else "the card is no longer known to taubot"
-        else:
-            _reply_transitions(services, state, diagnosis, now)
+        elif not _reply_transitions(services, state, diagnosis, now):
+            state.probe = None  # a reply the pace deferred is sent by the next full read
         if reason is not None:
             _end(services, state, reason, now, card_updated=outcome in ("updated", "gone", "missing"))
         else:
@@ -586,16 +632,20 @@ def _reserve_horizon(state: WatchState, now: datetime, *, final: bool) -> float:
     return max(0.0, (due + timedelta(seconds=state.interval) - now).total_seconds() - RESERVE_MARGIN_SECONDS)
 
 
-def _reply_transitions(services: Services, state: WatchState, diagnosis: Diagnosis, now: datetime) -> None:
+def _reply_transitions(services: Services, state: WatchState, diagnosis: Diagnosis, now: datetime) -> bool:
     """One short thread reply per phase transition, oldest phase first; a reply the pace defers
-    leaves that phase's old state recorded, so the next tick replies instead."""
+    leaves that phase's old state recorded, so the next tick replies instead. False when one was
+    deferred."""
+    all_sent = True
     for name, old, new in transitions(state, diagnosis):
         sent = services.surface.post(state.request.channel, transition_text(state, name, old, new, now),
                                      thread_ts=state.parent_ts, paced=0)
         if isinstance(sent, Failed):
+            all_sent = False
             diagnosis = diagnosis.model_copy(update={
                 "phases": [p for p in diagnosis.phases if p.name != name]})
     record_phases(state, diagnosis, now)
+    return all_sent
 
 
 def _end(services: Services, state: WatchState, reason: str, now: datetime, *, card_updated: bool,

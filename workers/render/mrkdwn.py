@@ -76,10 +76,10 @@ def escape(text: str, limit: int | None = None) -> str:
     measures) and ends with ``…`` when cut.
     """
     text = one_line(text).replace("```", BACKTICK_STAND_IN * 3)
-    pieces = _escaped_clusters(text)
-    if limit is None:
-        return "".join(pieces)
-    return _fit(pieces, limit)
+    whole = _escaped_whole(text)
+    if limit is None or slack_len(whole) <= limit:
+        return whole
+    return _fit(_escaped_clusters(text), limit)
 
 
 def truncate(text: str, limit: int, *, tail: bool = False) -> str:
@@ -88,6 +88,8 @@ def truncate(text: str, limit: int, *, tail: bool = False) -> str:
     ``tail=True`` keeps the end instead (the last lines of a log are the ones
     that explain a crash), with the ``…`` in front.
     """
+    if slack_len(text) <= limit:
+        return text
     return _fit(_clusters(text), limit, tail=tail)
 
 
@@ -104,6 +106,9 @@ def code(text: str, limit: int) -> str:
     flat = re.sub(r"[\r\n\t]+", " ", text).replace("`", BACKTICK_STAND_IN)
     if not flat:
         return ""
+    whole = _escaped_whole(flat)
+    if slack_len(whole) <= limit - _INLINE_CODE_FENCE:
+        return "`" + whole + "`"
     return "`" + _fit(_escaped_clusters(flat), limit - _INLINE_CODE_FENCE) + "`"
 
 
@@ -120,7 +125,9 @@ def code_block(text: str, limit: int, *, tail: bool = False) -> str:
     body = text.replace("\r\n", "\n").replace("`", BACKTICK_STAND_IN)
     if not body:
         return ""
-    fitted = _fit(_escaped_clusters(body), limit - overhead, tail=tail)
+    whole = _escaped_whole(body)
+    fitted = (whole if slack_len(whole) <= limit - overhead
+              else _fit(_escaped_clusters(body), limit - overhead, tail=tail))
     return _BLOCK_FENCE_OPEN + fitted + _BLOCK_FENCE_CLOSE
 
 
@@ -150,6 +157,23 @@ def plain(text: str, limit: int) -> str:
 
 
 # ------------------------------------------------------------------ internals
+
+
+# The rules of `_escaped_char` as one pattern, for the whole text in one pass: a card escapes
+# dozens of strings per render, and a Python loop over every character was most of a watch
+# tick's CPU (issue 28). The per-character form remains for cuts, which must know the clusters.
+_ESCAPES = re.compile(r"[&<>]|[@#](?=\w|\Z)|:(?=//)|(?<!\w)[Ww]{3}(?=\.)")
+
+
+def _escaped_match(m: re.Match[str]) -> str:
+    found = m.group()
+    # "@", "#" and ":" get the mark after them; "www" gets it after itself, so before its dot.
+    return _ENTITIES.get(found) or found + ZWSP
+
+
+def _escaped_whole(text: str) -> str:
+    """``"".join(_escaped_clusters(text))``, computed without splitting the text."""
+    return _ESCAPES.sub(_escaped_match, text)
 
 
 def _escaped_char(text: str, i: int) -> str:
