@@ -87,7 +87,13 @@ class _Recovering:
     def work(self, *args: object, **kwargs: object) -> bool:
         """rq's loop, with a `TickMover` per queue beside it: due watch ticks are queued to the
         millisecond, not at rq's once-a-second scheduler poll (`workers/ticks.py`)."""
-        movers = [TickMover(self.connection, q).start() for q in self.queues]  # type: ignore[attr-defined]
+        threads = 0
+        if isinstance(self, SimpleWorker):  # in-process: ticks run on the mover's threads (workers/ticks.py)
+            from workers.services import current
+
+            threads = current().settings.watch_tick_threads
+        movers = [TickMover(self.connection, q, threads=threads).start()  # type: ignore[attr-defined]
+                  for q in self.queues]  # type: ignore[attr-defined]
         try:
             return super().work(*args, **kwargs)  # type: ignore[misc, no-any-return]
         finally:

@@ -153,6 +153,12 @@ class Settings(BaseSettings):
         "keeps the card when their resourceVersions are unchanged; a full status at least every this "
         "many ticks catches what those do not show (nodes, events, log progress, the queue, time).",
     )
+    watch_tick_threads: int = Field(
+        default=8,
+        ge=0,
+        description="An in-process worker runs due watch ticks on this many threads of its own, beside "
+        "its rq jobs (ticks mostly wait on the API server, Redis and Slack); 0 queues them as rq jobs.",
+    )
     slack_updates_per_minute: int = Field(
         default=50,
         gt=0,

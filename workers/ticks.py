@@ -7,6 +7,17 @@ more than 2 s late (issue 28). Here every worker process runs a `TickMover`: a t
 the precise due time of each tick in a sorted set of its own (`due_key`) and, when one is due,
 claims it and pushes it onto the queue, where the next free worker takes it at once.
 
+An in-process worker (`taubot worker --in-process`) goes further: its mover runs a due tick itself,
+on one of `TAUBOT_WATCH_TICK_THREADS` (8) threads, instead of queueing it behind the worker's one
+job at a time. A tick spends most of its time waiting (the API server, Redis, Slack), so eight
+overlap on one core; a burst of changed runs (half of 1,000 watched runs admitted at once, each
+tick editing a card and replying) no longer makes every later tick late by the sum of theirs. Only
+as many ticks are claimed as threads are free; the rest stay due for the next free thread or another
+worker's mover, and rq's fallback still queues any that nobody claimed in time. A tick that raises is
+handed to rq (queued), whose retries and failure callback then apply as to any tick. A forking
+worker keeps queueing ticks: its process forks a work horse per job, and a fork taken while
+tick threads hold locks could inherit them held.
+
 rq stays the durable record. A tick is also scheduled with rq itself, `FALLBACK_SECONDS` after
 its due time: if no mover is alive, rq's scheduler still runs it, only later. A claim is one Lua
 script (a mover on another worker sees it claimed): it takes the tick out of the due set and
@@ -23,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import redis
 from rq import Queue
@@ -52,7 +64,8 @@ def due_key(queue_name: str) -> str:
 class TickMover:
     """Moves due ticks of ``queue`` from rq's schedule to the queue (see the module docstring)."""
 
-    def __init__(self, conn: redis.Redis, queue: Queue, *, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, conn: redis.Redis, queue: Queue, *, now: Callable[[], float] = time.time,
+                 threads: int = 0) -> None:
         # A client of its own: the worker's connection pool is not shared with a thread that may
         # hold one of its connections while the worker forks a work horse.
         conn = redis.Redis(connection_pool=redis.ConnectionPool(**conn.connection_pool.connection_kwargs))
@@ -63,22 +76,65 @@ class TickMover:
         self._claim = conn.register_script(_CLAIM)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.threads = threads
+        self._runner = ThreadPoolExecutor(threads, thread_name_prefix="taubot-tick") if threads > 0 else None
+        self._free = threads
+        self._free_lock = threading.Lock()
+        self._slot_freed = threading.Event()
 
     def move_due(self) -> int:
-        """Queue every tick that is due now; how many this mover queued."""
+        """Queue (or, with threads, start) every tick that is due now; how many this mover took."""
         now = self.now()
         moved = 0
-        for raw in self.conn.zrangebyscore(self.key, "-inf", now, start=0, num=BATCH):
+        batch = BATCH if self._runner is None else self._free
+        if batch <= 0:
+            return 0
+        for raw in self.conn.zrangebyscore(self.key, "-inf", now, start=0, num=batch):
             job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
             if not self._claim(keys=[self.key, self.registry.key], args=[job_id, int(now) + LEASE_SECONDS]):
                 continue  # another mover has it, or rq's scheduler already queued it
             job = Job.fetch(job_id, connection=self.conn, serializer=self.queue.serializer)
-            with self.conn.pipeline() as pipe:
-                self.queue._enqueue_job(job, pipeline=pipe)  # what rq's scheduler does with a due job
-                self.registry.remove(job.id, pipeline=pipe)
-                pipe.execute()
+            if self._runner is not None:
+                with self._free_lock:
+                    self._free -= 1
+                self._runner.submit(self._run, job)
+            else:
+                self._enqueue(job)
             moved += 1
         return moved
+
+    def _enqueue(self, job: Job) -> None:
+        with self.conn.pipeline() as pipe:
+            self.queue._enqueue_job(job, pipeline=pipe)  # what rq's scheduler does with a due job
+            self.registry.remove(job.id, pipeline=pipe)
+            pipe.execute()
+
+    def _run(self, job: Job) -> None:
+        """Run a claimed tick here; its rq record goes once it ran. One that raised goes to rq."""
+        try:
+            job.func(*job.args, **job.kwargs)
+        except Exception as exc:  # noqa: BLE001 - rq's retries and failure callback take it from here
+            log.warning("tick %s raised %s; handing it to the queue", job.id, type(exc).__name__)
+            try:
+                self._enqueue(job)
+            except Exception as again:  # noqa: BLE001 - rq's own schedule (the lease) still holds it
+                log.warning("tick %s: could not queue it (%s); rq's schedule runs it later", job.id, again)
+        else:
+            try:
+                with self.conn.pipeline() as pipe:
+                    self.registry.remove(job.id, pipeline=pipe)
+                    pipe.delete(job.key)
+                    pipe.execute()
+            except Exception as exc:  # noqa: BLE001 - the lease runs it again: its tick number is stale then
+                log.warning("tick %s ran; its record could not be removed: %s", job.id, exc)
+        finally:
+            from workers.diagnosis import podfacts, shapes  # as an in-process worker does after a job
+
+            podfacts.clear_cache()
+            shapes.clear_cache()
+            with self._free_lock:
+                self._free += 1
+            self._slot_freed.set()
 
     def next_due_in(self) -> float:
         """Seconds until the earliest tick is due (at most `POLL_SECONDS`)."""
@@ -95,6 +151,11 @@ class TickMover:
             except Exception as exc:  # noqa: BLE001 - Redis away, a job gone: rq's schedule still holds it
                 log.warning("tick mover: %s", exc)
                 wait = 1.0
+            if self._runner is not None and self._free <= 0:
+                self._slot_freed.clear()
+                if self._free <= 0:
+                    self._slot_freed.wait(wait)  # every thread busy: look again when one frees
+                continue
             self._stop.wait(wait)
 
     def start(self) -> TickMover:
@@ -103,9 +164,14 @@ class TickMover:
         return self
 
     def stop(self) -> None:
+        """Stop taking ticks and let those running finish (a tick not finished in time is run
+        again from rq's schedule after its lease: its tick number then tells it apart)."""
         self._stop.set()
+        self._slot_freed.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._runner is not None:
+            self._runner.shutdown(wait=True, cancel_futures=False)
         self.conn.close()
 
 
