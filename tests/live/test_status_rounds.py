@@ -145,3 +145,35 @@ async def test_a_user_who_may_not_read_the_local_queue_gets_nothing_from_another
         assert theirs["cluster_queue_unavailable"] == ("not read (the LocalQueue could not be read: "
                                                        "permission denied (get localqueues in kueue.x-k8s.io))")
         assert all(r.header_values("Impersonate-User") == [bob.user] for r in emu.requests)
+
+
+async def test_a_fresh_worker_finds_the_cluster_queue_hint_another_process_left_in_redis(
+        tmp_path: Path, redis_url: str) -> None:
+    """The hint lives in Redis too: a process that never read this LocalQueue (a new worker, another
+    replica — here the same process with its own memory emptied) still sends the ClusterQueue's
+    reads with the LocalQueue's, two rounds in all, and every read is the user's own."""
+    from redis import Redis
+
+    from workers.collect.queue import CLUSTER_QUEUE_NAMES
+
+    shared = Redis.from_url(redis_url)
+    job = k8s.job("llama-ft-7b", suspend=True)
+    objects = [*workspace_objects(), job, k8s.workload(job, state="pending")]
+    async with KubeEmulator(objects, latency=LATENCY) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+
+        async def status_in_a_process() -> object:
+            CLUSTER_QUEUE_NAMES._names.clear()  # what a process that never read the LocalQueue holds
+            return (await diagnose_live(load_descriptors(tmp_path), run="llama-ft-7b", identity=ALICE,
+                                        now=NOW, workspace="vision", seen=shared)).diagnosis
+
+        first = await status_in_a_process()
+        assert emu.rounds() >= 3  # nobody knew the ClusterQueue yet: it is learnt from the LocalQueue
+        emu.clear_requests()
+        again = await status_in_a_process()
+        requests = list(emu.requests)
+        assert again.queue_position == first.queue_position and again.queue_position is not None
+        assert {r.round for r in requests if "/clusterqueues/" in r.path} == {2}, rounds_of(requests)
+        assert emu.rounds() <= 2, rounds_of(requests)
+        assert all(r.header_values("Impersonate-User") == [ALICE.user] for r in requests)
+    shared.close()

@@ -477,10 +477,10 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
             local_queue = labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue
             cluster = ws.cluster_target().model_dump_json()
             hint = (queue_memo.cluster_queue if queue_memo else None) or \
-                CLUSTER_QUEUE_NAMES.get(cluster, ns, local_queue)
+                CLUSTER_QUEUE_NAMES.get(cluster, ns, local_queue, shared=seen)
             read = await read_queue(reader, ns, local_queue, cluster_queue=hint,
                                     run_uid=meta(run_obj).get("uid") or "")
-            CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read)
+            CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read, shared=seen)
             return read
 
         try:

@@ -22,8 +22,11 @@ of the queue) is asked again at `v1alpha1`. A 403 or a Kueue that serves neither
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pydantic import BaseModel
 
@@ -84,27 +87,72 @@ class ClusterQueueNames:
     used only when that read names the same ClusterQueue, so a user who may not read the
     LocalQueue, or a LocalQueue moved to another ClusterQueue, gets nothing from it. The hinted
     reads themselves carry that user's impersonation, like every other read.
+
+    The hint is also kept in Redis (``shared``, a day), so a worker's first status of a waiting run
+    — a fresh process, another replica — has it too: only a deployment's very first read of a
+    LocalQueue pays the round that learns it.
     """
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._names: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
-    def get(self, cluster: str, namespace: str, local_queue: str) -> str | None:
-        return self._names.get((cluster, namespace, local_queue))
+    @staticmethod
+    def _shared_key(key: tuple[str, str, str]) -> str:
+        return SHARED_KEY + hashlib.sha256("\0".join(key).encode()).hexdigest()[:32]
 
-    def learn(self, cluster: str, namespace: str, local_queue: str, read: QueueRead) -> None:
+    def get(self, cluster: str, namespace: str, local_queue: str, *,
+            shared: SharedHints | None = None) -> str | None:
+        """The hint this process keeps, else the one ``shared`` (Redis) keeps for every process:
+        a worker's first status of a waiting run needs no round of its own to learn it."""
+        key = (cluster, namespace, local_queue)
+        known = self._names.get(key)
+        if known is not None or shared is None:
+            return known
+        try:
+            raw = shared.get(self._shared_key(key))
+        except Exception:  # noqa: BLE001 - Redis away: no hint, one more round
+            return None
+        named = raw.decode() if isinstance(raw, bytes) else raw
+        if named:
+            self._remember(key, named)
+        return named or None
+
+    def learn(self, cluster: str, namespace: str, local_queue: str, read: QueueRead, *,
+              shared: SharedHints | None = None) -> None:
         named = (read.queue_object.get("spec") or {}).get("clusterQueue") \
             if isinstance(read.queue_object, dict) else None
         key = (cluster, namespace, local_queue)
         if isinstance(named, str) and named:
-            self._names[key] = named
-            self._names.move_to_end(key)
-            while len(self._names) > self.size:
-                self._names.popitem(last=False)
-        else:
+            if shared is not None and self._names.get(key) != named:
+                try:
+                    shared.set(self._shared_key(key), named, ex=SHARED_TTL_SECONDS)
+                except Exception:  # noqa: BLE001 - a hint not shared costs a round elsewhere, nothing else
+                    pass
+            self._remember(key, named)
+        elif isinstance(read.queue_object, dict):  # the LocalQueue, read, names none: forget the hint
             self._names.pop(key, None)
+            if shared is not None:
+                with contextlib.suppress(Exception):  # an empty hint is none
+                    shared.set(self._shared_key(key), "", ex=SHARED_TTL_SECONDS)
 
+    def _remember(self, key: tuple[str, str, str], named: str) -> None:
+        self._names[key] = named
+        self._names.move_to_end(key)
+        while len(self._names) > self.size:
+            self._names.popitem(last=False)
+
+
+class SharedHints(Protocol):
+    """What the hints need of Redis (a `redis.Redis`)."""
+
+    def get(self, name: str) -> bytes | str | None: ...
+
+    def set(self, name: str, value: str, ex: int | None = None) -> object: ...
+
+
+SHARED_KEY = "taubot:cq-of:"  # + a digest of (cluster, namespace, LocalQueue): the ClusterQueue's name
+SHARED_TTL_SECONDS = 24 * 3600
 
 CLUSTER_QUEUE_NAMES = ClusterQueueNames()  # per process: a warm worker keeps it across jobs
 
