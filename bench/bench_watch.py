@@ -89,6 +89,42 @@ def _window_lag(workers: list[tuple[subprocess.Popen[bytes], int]]) -> dict[str,
     return {le: sum(lag.get(le, 0) for lag in lags) for le in lags[0]} if lags else {}
 
 
+def ticks_by_read(port: int) -> dict[str, int]:
+    """`taubot_watch_ticks_total` by `read` ("probe": the card kept after two reads; "full")."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {s.labels["read"]: int(s.value) for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == "taubot_watch_ticks_total"}
+
+
+def group_cpu(pgid: int) -> float:
+    """User+system CPU seconds of every live process in process group ``pgid`` (a `taubot worker`
+    and the workers and horses it started), from /proc."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after "(comm)": state, ppid, pgrp, …, utime (12), stime (13)
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def _window(workers: list[tuple[subprocess.Popen[bytes], int]], emu: EmulatorProcess) -> dict[str, Any]:
+    """Everything a window reports, as counters now: lag buckets, ticks by read, CPU, requests."""
+    reads = [ticks_by_read(port) for _, port in workers]
+    return {"lag": _window_lag(workers), "probe": sum(r.get("probe", 0) for r in reads),
+            "full": sum(r.get("full", 0) for r in reads),
+            "cpu": sum(group_cpu(proc.pid) for proc, _ in workers), "requests": emu.request_count()}
+
+
 def forget_watches(conn: Redis, n: int) -> None:
     """Delete the bench's own watches (state, owner, pending card, lock) and nothing else: a run
     killed before its cleanup would otherwise hand its states to the next run."""
@@ -229,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.2)
             print(f"{n} watches started (status job + first card each) in "
                   f"{time.perf_counter() - setup:.1f} s by the worker(s) under test")
+            first = _window(workers, emu)
             started = time.perf_counter()
             changed_runs: set[int] = set()
             for step, (share, shape) in enumerate(((2, admitted), (4, running)), start=1):
@@ -236,15 +273,20 @@ def main(argv: list[str] | None = None) -> int:
                 emu.upsert([obj for i in range(0, n, share) for obj in shape(i)])
                 changed_runs.update(range(0, n, share))
             time.sleep(max(0.0, started + args.seconds - time.perf_counter()))
-            windows = [_window_lag(workers)]
+            windows = [_window(workers, emu)]
             for run in range(2, args.runs + 1):  # more windows on the same watches, after the first
                 time.sleep(max(0.0, started + args.seconds * run - time.perf_counter()))
-                windows.append(_window_lag(workers))
-            for run, (before, after) in enumerate(zip([{}, *windows[:-1]], windows, strict=True), start=1):
-                within = after.get("2.0", 0) - before.get("2.0", 0)
-                seen = after.get("+Inf", 0) - before.get("+Inf", 0)
+                windows.append(_window(workers, emu))
+            for run, (before, after) in enumerate(zip([first, *windows[:-1]], windows, strict=True), start=1):
+                within = after["lag"].get("2.0", 0) - before["lag"].get("2.0", 0)
+                seen = after["lag"].get("+Inf", 0) - before["lag"].get("+Inf", 0)
+                probes, fulls = after["probe"] - before["probe"], after["full"] - before["full"]
+                done = max(1, probes + fulls)
                 print(f"  window {run} of {args.runs} ({args.seconds:g} s): {within}/{seen} ticks started "
-                      f"within 2 s of due = {within / max(1, seen):.1%}")
+                      f"within 2 s of due = {within / max(1, seen):.1%}; {probes} probe + {fulls} full "
+                      f"ticks, {(after['cpu'] - before['cpu']) / done * 1000:.1f} ms worker CPU and "
+                      f"{(after['requests'] - before['requests']) / done:.2f} API requests per tick"
+                      + (" (runs changed in this window)" if run == 1 else " (no run changed)"))
             elapsed = time.perf_counter() - started
             states = [load_state(conn, wid) for wid in cards]
             ended = datetime.now(UTC)  # slots passed, per watch from its own start (ticks keep to them)

@@ -9,19 +9,24 @@ one changed, when a read failed, and at least every `watch_full_every_ticks` tic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
 from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
 from workers.flows.watch import load_state
 
 from .conftest import ALICE_IDENTITY, CHANNEL, SlackApp
 from .test_cards import card_text
-from .test_watch import (  # noqa: F401 - `app` is the fixture test_watch.py defines
+from .test_watch import (
     RUN,
     T0,
-    app,
     apply,
     card,
     cluster,
+    identity_file,
     pending,
     running,
     start_watch,
@@ -31,6 +36,12 @@ from .test_watch import (  # noqa: F401 - `app` is the fixture test_watch.py def
 )
 
 ALICE_USER = ALICE_IDENTITY["user"]
+
+
+@pytest.fixture
+def app(slack_app_factory: Callable[..., SlackApp], tmp_path: Path) -> SlackApp:
+    """As test_watch.py's: a tick's card edit and its replies may go together."""
+    return slack_app_factory(identity_file=identity_file(tmp_path), slack_channel_burst=8)
 
 
 def requests_of_tick(app: SlackApp, emu: KubeEmulator) -> list[str]:
