@@ -121,6 +121,16 @@ def details_job(request: dict[str, Any]) -> str:
     return details.run_details(services, DetailsRequest.model_validate(request))
 
 
+def link_charts_job(channel: str, card_ts: str, slot: dict[str, Any]) -> str:
+    """A status card's picture links, sent in the slot of the channel's pace reserved for them."""
+    from workers.flows.status import link_charts
+    from workers.render.slots import ChartsSlot
+
+    services = current()
+    return link_charts(services, channel, card_ts, ChartsSlot.model_validate(slot),
+                       now=services.clock.now(), reserved=True)
+
+
 @counted("watch-tick")
 def watch_tick(wid: str, tick: int) -> dict[str, Any]:
     """One refresh of a watched card."""
@@ -200,7 +210,9 @@ def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
         log.exception("watch tick %s: failure callback could not end the watch", job.id)
 
 
-__all__ = ["META_ABANDONED_RERUN", "cluster_job", "details_job", "escalate_job", "logs_job", "mute_job",
+__all__ = ["META_ABANDONED_RERUN", "cluster_job", "details_job", "escalate_job", "link_charts_job",
+           "logs_job",
+           "mute_job",
            "on_job_failure",
            "on_tick_failure", "rerun_abandoned_status", "validate_nodes_press_job",
            "status_job", "stop_job", "watch_tick", "workspace_job"]

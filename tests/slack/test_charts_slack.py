@@ -4,8 +4,12 @@ upload v2 through the fake Slack: getUploadURLExternal, the upload POST, complet
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 from PIL import Image
+from rq.job import Job
+from rq.registry import ScheduledJobRegistry
 
 from tests.fakes.kube_api import KubeEmulator
 
@@ -65,3 +69,32 @@ def test_a_failed_upload_is_said_on_the_card(slack_app: SlackApp) -> None:
         _, card = parent_and_card(slack_app)
     assert slack_app.fake.files() == []
     assert "The loss curve could not be attached (not_allowed_token_type)." in card_text(card["blocks"])
+
+
+def test_the_link_edit_waits_for_the_workspaces_budget_as_its_own_job_not_in_the_worker(
+        slack_app_factory: Callable[..., SlackApp]) -> None:
+    """chat.update is tier 3 (about 50 a minute per workspace): once other cards used the budget,
+    the edit that links the picture would wait about 1.2 s. The status job does not hold the worker
+    for it (bench_warm: every next command waited too, ~1.2 s command → card at any RTT): it
+    reserves the budget's next slot and leaves the edit to a job of its own at that time."""
+    app = slack_app_factory(slack_updates_per_minute=1)
+    objects = example_objects("l7-job-running-healthy")
+    with cluster(app, objects) as emu:
+        seed_training_logs(emu, objects)
+        pacer = app.services.pacer
+        assert pacer is not None
+        while pacer.try_acquire("chat.update", "C0ELSEWHERE") == 0:  # other cards took the budget
+            pass
+        assert app.command("status resnet-sweep-3")[0] == 200
+        app.work()
+        _, card = parent_and_card(app)
+        assert "📈" not in card_text(card["blocks"]) and app.fake.files()  # uploaded, not yet linked
+        registry = ScheduledJobRegistry(queue=app.queue)
+        [link] = registry.get_job_ids()
+        assert link.startswith("charts-")
+        app.clock.advance(65)  # the reserved slot has come (the budget refills on the app's clock)
+        registry.schedule(Job.fetch(link, connection=app.redis), datetime(2000, 1, 1, tzinfo=UTC))
+        app.work(with_scheduler=True)
+        _, card = parent_and_card(app)
+    assert "|loss curve> (PNG, in this thread)" in card_text(card["blocks"])
+    assert registry.get_job_ids() == []
