@@ -207,3 +207,24 @@ def test_shell_demo_prints_the_queue_line() -> None:
                           input="/tau status llama-ft-queued\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Queue: 1st of 3 in ClusterQueue cluster-queue (1st of 3 in your LocalQueue team-a)" in done.stdout
+
+
+async def test_a_watch_ticks_read_names_the_same_place_without_listing_the_namespace(tmp_path: Path) -> None:
+    """Issue 28: a watch re-reads a waiting run's place every few ticks; listing every Workload of a
+    namespace each time made 1,000 watched runs cost the square of their number. A tick reads the
+    ones ahead by name instead (the LocalQueue's with those of other namespaces) and must say
+    exactly what the status says."""
+    status_report, _, _ = await status(tmp_path)
+    async with KubeEmulator(cluster(), latency=0.05) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        tick = await diagnose_live(load_descriptors(tmp_path), run="train", identity=ALICE, now=NOW,
+                                   workspace="vision", list_namespace_workloads=False)
+        requests = list(emu.requests)
+    assert tick.diagnosis.contract()["queue_position"] == status_report.diagnosis.contract()["queue_position"]
+    listed = [r for r in requests if r.path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-vision/workloads"
+              and "labelSelector" not in r.query]
+    assert listed == []
+    sweep = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/team-vision/workloads/{k8s.workload_name(k8s.job('sweep-7', at=20))}"
+    assert [r.method for r in requests if r.path == sweep] == ["GET"]  # the one ahead here, by name
+    assert [r for r in requests if r.path.startswith(NLP_WORKLOAD)]  # and the one ahead elsewhere
+    assert_impersonated(requests)

@@ -7,7 +7,6 @@ one port per connection).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,16 +43,12 @@ def test_a_second_status_by_another_user_opens_no_connection(
         alice = {r.peer for r in emu.requests if r.identity.user == ALICE_IDENTITY["user"]}
         bob = [r for r in emu.requests if r.identity.user == BOB_IDENTITY["user"]]
         assert alice and bob and users.index(BOB_IDENTITY["user"]) > users.index(ALICE_IDENTITY["user"])
-        # Bob's first request rode a connection Alice's opened (the pool had them idle), and Bob
-        # opened no more than a status needs at once: a status of this run sends its requests in
-        # rounds of at most four, so four connections serve both users. Under load Alice's round
-        # may come out narrower (an answer back before the last request left), and then Bob may
-        # open the one she never needed -- but never a pool of his own.
+        # Bob's first request rode a connection Alice's opened: her connections sat idle in the
+        # worker's pool when his job began, and a pool of his own would have had none. (How many
+        # he opens later depends on timing: under load one of Alice's rounds can come out narrower
+        # than one of his -- an answer back before her last request left -- and the operator
+        # access review runs beside the whole status, so no exact count holds every time.)
         assert bob[0].peer in alice
-        widest = max(Counter(r.round for r in emu.requests
-                             if r.identity.user == ALICE_IDENTITY["user"]).values())
-        assert widest <= 4
-        assert len(alice | {r.peer for r in bob}) <= 4
         # ... and each still said who it was for: the pool is shared, identities are per request
         assert all(r.header_values("Impersonate-User") == [BOB_IDENTITY["user"]] for r in bob)
         assert all(r.header_values("Impersonate-Group") == BOB_IDENTITY["groups"] for r in bob)

@@ -436,7 +436,8 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
                       mlflow_token: str | None = None, mlflow_auth: MlflowAuth | None = None,
                       nodes_health: bool = True, seen: SeenStore | None = None,
                       exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES,
-                      queue_memo: QueueMemo | None = None) -> RunReport:
+                      queue_memo: QueueMemo | None = None,
+                      list_namespace_workloads: bool = True) -> RunReport:
     """Collect under `identity` in the resolved workspace, evaluate; layers 1–2 first.
 
     The caller resolved the workspace once (and may use that resolution for its own reviews);
@@ -444,7 +445,8 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
     With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same client
     session and under the same identity; without it the request count is exactly the base
     status's. ``queue_memo`` (a watch's last queue read) is reused while the run's Workloads are
-    unchanged, so such a tick makes no queue reads.
+    unchanged, so such a tick makes no queue reads. ``list_namespace_workloads=False`` (a watch
+    tick) reads the Workloads ahead by name instead of listing the namespace's (`read_queue`).
     """
     if isinstance(resolution, ResolutionFailure):
         report = resolution_report(resolution, workspace)
@@ -479,7 +481,8 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
             hint = (queue_memo.cluster_queue if queue_memo else None) or \
                 CLUSTER_QUEUE_NAMES.get(cluster, ns, local_queue, shared=seen)
             read = await read_queue(reader, ns, local_queue, cluster_queue=hint,
-                                    run_uid=meta(run_obj).get("uid") or "")
+                                    run_uid=meta(run_obj).get("uid") or "",
+                                    list_namespace=list_namespace_workloads)
             CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read, shared=seen)
             return read
 

@@ -183,20 +183,31 @@ async def _cluster_queue(reader: KubeReader, name: str) -> dict | ReadError:
 
 
 async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
-                     cluster_queue: str | None = None, run_uid: str = "") -> QueueRead:
+                     cluster_queue: str | None = None, run_uid: str = "",
+                     list_namespace: bool = True) -> QueueRead:
     """The LocalQueue's pending Workloads, the LocalQueue and the namespace's Workloads at once;
     then the ClusterQueue's pending list and quota; then the Workloads ahead in other namespaces.
 
     ``cluster_queue``, when the caller already knows it (a watch's earlier read), starts the
     ClusterQueue's reads with the others, so a re-read costs one round fewer; the LocalQueue's
-    answer still decides which ClusterQueue is meant (a hint that no longer holds is re-read)."""
+    answer still decides which ClusterQueue is meant (a hint that no longer holds is re-read).
+
+    Without ``list_namespace`` (a watch's re-read) the namespace's Workloads are not listed: those
+    ahead in the LocalQueue are read by name with the ones ahead elsewhere, bounded together by
+    `MAX_AHEAD_READS`. A watch re-reads every few ticks, and listing every Workload of a namespace
+    with a thousand waiting runs each time made the watches' cost grow with the square of the runs
+    (bench_watch, issue 28); a status, which a person waits for, keeps its round."""
     calls = [_pending(reader, VISIBILITY_VERSIONS[0], "localqueues", namespace, local_queue),
-             reader.get(resource_path(*KUEUE, "localqueues", namespace, local_queue)),
-             reader.list(resource_path(*KUEUE, "workloads", namespace), limit=PAGE_SIZE)]
+             reader.get(resource_path(*KUEUE, "localqueues", namespace, local_queue))]
+    if list_namespace:
+        calls.append(reader.list(resource_path(*KUEUE, "workloads", namespace), limit=PAGE_SIZE))
     if cluster_queue:
         calls += [_pending(reader, VISIBILITY_VERSIONS[0], "clusterqueues", None, cluster_queue),
                   _cluster_queue(reader, cluster_queue)]
-    summary, lq, workloads, *hinted = await asyncio.gather(*calls)
+    answers = await asyncio.gather(*calls)
+    summary, lq = answers[0], answers[1]
+    workloads: list[dict] | ReadError = answers[2] if list_namespace else []
+    hinted = answers[3:] if list_namespace else answers[2:]
     version = VISIBILITY_VERSIONS[0]
     if unserved(summary):
         version = VISIBILITY_VERSIONS[1]
@@ -204,20 +215,50 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
     read = QueueRead(local_queue, summary, lq, workloads, visibility_version=version)
     named = (lq.get("spec") or {}).get("clusterQueue") if isinstance(lq, dict) else None
     if not named or isinstance(summary, ReadError):  # no position: the ClusterQueue would add nothing
+        if not list_namespace and isinstance(summary, dict):
+            read.workloads = await _read_local_ahead(reader, summary, run_uid)
         return read
     if hinted and named == cluster_queue and version == VISIBILITY_VERSIONS[0]:
         read.cluster_summary, read.cluster_queue_object = hinted
     else:
         read.cluster_summary, read.cluster_queue_object = await asyncio.gather(
             _pending(reader, version, "clusterqueues", None, named), _cluster_queue(reader, named))
+    local_ahead = [] if list_namespace else _local_ahead_keys(summary, run_uid)[:MAX_AHEAD_READS]
     if isinstance(read.cluster_summary, dict):
         local = {workload_key(w) for w in workloads} if isinstance(workloads, list) else set()
-        others = [k for k in _ahead_keys(read.cluster_summary, summary, run_uid) if k not in local]
-        wanted = others[:MAX_AHEAD_READS]
-        got = await asyncio.gather(*(reader.get(resource_path(*KUEUE, "workloads", ns, name))
-                                     for ns, name in wanted))
-        read.ahead = dict(zip(wanted, got, strict=True))
+        others = [k for k in _ahead_keys(read.cluster_summary, summary, run_uid)
+                  if k not in local and k not in local_ahead]
+        wanted = [*local_ahead, *others][:MAX_AHEAD_READS]
+    else:
+        wanted = local_ahead
+    got = await asyncio.gather(*(reader.get(resource_path(*KUEUE, "workloads", ns, name))
+                                 for ns, name in wanted))
+    answers_by_key = dict(zip(wanted, got, strict=True))
+    if not list_namespace:
+        read.workloads = [w for k in local_ahead if isinstance(w := answers_by_key.get(k), dict)]
+    read.ahead = {k: v for k, v in answers_by_key.items() if k not in local_ahead}
     return read
+
+
+def _local_ahead_keys(summary: dict, run_uid: str) -> list[tuple[str, str]]:
+    """(namespace, name) of the LocalQueue's pending Workloads ahead of the run's own (found by its
+    ownerReferences); none when the run's own is not among them."""
+    items = [i for i in summary.get("items") or [] if isinstance(i, dict)]
+    own = next((i for i in items if run_uid and any(
+        ref.get("uid") == run_uid for ref in (i.get("metadata") or {}).get("ownerReferences") or [])), None)
+    if own is None:
+        return []
+    mine = int(own.get("positionInLocalQueue") or 0)
+    ahead = sorted((i for i in items if int(i.get("positionInLocalQueue") or 0) < mine),
+                   key=lambda i: int(i.get("positionInLocalQueue") or 0))
+    return [workload_key(i) for i in ahead]
+
+
+async def _read_local_ahead(reader: KubeReader, summary: dict, run_uid: str) -> list[dict]:
+    keys = _local_ahead_keys(summary, run_uid)[:MAX_AHEAD_READS]
+    got = await asyncio.gather(*(reader.get(resource_path(*KUEUE, "workloads", ns, name))
+                                 for ns, name in keys))
+    return [w for w in got if isinstance(w, dict)]
 
 
 def _ahead_keys(cluster_summary: dict, local_summary: dict | ReadError,

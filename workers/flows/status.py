@@ -209,7 +209,8 @@ class StatusOutcome:
 
 
 async def diagnose_for_card(services: Services, request: StatusRequest, now: datetime, *,
-                            queue_memo: QueueMemo | None = None) -> tuple[RunReport, bool]:
+                            queue_memo: QueueMemo | None = None,
+                            watch_tick: bool = False) -> tuple[RunReport, bool]:
     """The live diagnosis and, concurrently, the operator access review, both as the user, in the
     workspace resolved once for both; ``queue_memo``: a watch's last queue read (see `investigate`)."""
     command = request.command
@@ -221,7 +222,8 @@ async def diagnose_for_card(services: Services, request: StatusRequest, now: dat
                             now=now, workspace=command.workspace,
                             timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
                             stall_seconds=settings.progress_stall_minutes * 60, mlflow_auth=mlflow,
-                            exporter_namespaces=settings.exporter_namespaces, queue_memo=queue_memo)
+                            exporter_namespaces=settings.exporter_namespaces, queue_memo=queue_memo,
+                            list_namespace_workloads=not watch_tick)
     if not isinstance(resolution, Resolved):
         return await live_call, False
     review = may_see_operator_hints(resolution.descriptor.cluster_target(), request.identity,

@@ -568,7 +568,8 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         else:
             WATCH_TICKS.labels("full").inc()
             memo = reusable_queue(state, services.settings.watch_queue_every_ticks)
-            live, operator_ok = services.run(diagnose_for_card(services, state.request, now, queue_memo=memo))
+            live, operator_ok = services.run(diagnose_for_card(services, state.request, now, queue_memo=memo,
+                                                               watch_tick=True))
             remember_queue(state, live)
             remember_probe(state, live)
             if state.request.command.run_profile:
