@@ -309,3 +309,18 @@ def test_resource_path_builds_what_the_server_routes() -> None:
         resource_path("", "v1", "pods", NS, "x/y")
     with pytest.raises(ValueError):
         resource_path("", "v1", "pods", NS, None, "log")
+
+
+def test_a_warm_pool_takes_the_proxy_the_environment_names_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool reads HTTPS_PROXY/NO_PROXY once (aiohttp's `trust_env` re-read them, and ~/.netrc,
+    on every request): an API server behind the proxy gets it, one NO_PROXY exempts does not."""
+    from workers.kube.client import env_proxy
+
+    for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert env_proxy("https://aks-east.hcp.eastus.azmk8s.io:443") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp.example:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,.internal.example")
+    assert env_proxy("https://aks-east.hcp.eastus.azmk8s.io:443") == "http://proxy.corp.example:3128"
+    assert env_proxy("https://127.0.0.1:6443") is None
+    assert env_proxy("https://api.internal.example:6443") is None

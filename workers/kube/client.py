@@ -33,6 +33,8 @@ import asyncio
 import copy
 import ssl
 import time
+import urllib.parse
+import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,6 +203,15 @@ class KubeClients:
         return await make_bot_client(target, pool_size)
 
 
+def env_proxy(server: str) -> str | None:
+    """The proxy `HTTPS_PROXY`/`HTTP_PROXY` name for ``server``, unless `NO_PROXY` exempts it (the
+    standard library's reading of them, as aiohttp's `trust_env` would)."""
+    parts = urllib.parse.urlsplit(server)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme or "https")
+
+
 POOL_CONNECTIONS = 16  # per cluster and process: a status's widest round is 5 requests, a tick's fewer
 # Shorter than the API server's own idle timeout (kube-apiserver closes an idle connection after
 # 90 s; an Azure load balancer in front of AKS after 4 min), so taubot closes first and does not
@@ -329,8 +340,13 @@ class WarmKubeClients(KubeClients):
         await api.rest_client.pool_manager.close()  # its own session: replaced by the pool's
         connector = aiohttp.TCPConnector(limit=self.connections, keepalive_timeout=self.idle_seconds,
                                          ssl=_ssl_context(cfg))
+        # The environment's proxy for this API server, read once per pool: with `trust_env` aiohttp
+        # re-reads the proxy variables and ~/.netrc (in a thread) on every request, a sixth of a
+        # watch tick's CPU, and a netrc entry is never how taubot authenticates (bearer tokens).
+        if not api.rest_client.proxy:
+            api.rest_client.proxy = env_proxy(cfg.host)
         api.rest_client.pool_manager = aiohttp.ClientSession(
-            connector=connector, trust_env=True, read_bufsize=2**21, cookie_jar=aiohttp.DummyCookieJar())
+            connector=connector, trust_env=False, read_bufsize=2**21, cookie_jar=aiohttp.DummyCookieJar())
         return _ClusterPool(api=api, opened=time.monotonic())
 
     @property
