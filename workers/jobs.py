@@ -54,6 +54,7 @@ from workers.flows import (
     watch,
 )
 from workers.metrics import ESCALATIONS, counted
+from workers.render.slots import ChartsSlot
 from workers.services import current
 
 log = logging.getLogger(__name__)
@@ -122,13 +123,10 @@ def details_job(request: dict[str, Any]) -> str:
 
 
 def link_charts_job(channel: str, card_ts: str, slot: dict[str, Any]) -> str:
-    """A status card's picture links, sent in the slot of the channel's pace reserved for them."""
-    from workers.flows.status import link_charts
-    from workers.render.slots import ChartsSlot
-
+    """A status card's picture links, sent in the slot of Slack's budget reserved for them."""
     services = current()
-    return link_charts(services, channel, card_ts, ChartsSlot.model_validate(slot),
-                       now=services.clock.now(), reserved=True)
+    return status.link_charts(services, channel, card_ts, ChartsSlot.model_validate(slot),
+                              now=services.clock.now(), reserved=True)
 
 
 @counted("watch-tick")

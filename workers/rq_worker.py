@@ -73,6 +73,16 @@ def release_stale_scheduler_locks(conn: redis.Redis, queue_names: list[str], now
     return released
 
 
+def clear_engine_caches() -> None:
+    """Drop the engine's per-object caches (built for the stall monitor, whose objects persist):
+    a long-lived worker process would otherwise keep every status's pods alive up to their bound.
+    After every job, and after every tick a mover thread runs."""
+    from workers.diagnosis import podfacts, shapes
+
+    podfacts.clear_cache()
+    shapes.clear_cache()
+
+
 class _Recovering:
     """Mixed into rq's worker classes: quick wake-ups and the stale-lock release."""
 
@@ -92,7 +102,8 @@ class _Recovering:
             from workers.services import current
 
             threads = current().settings.watch_tick_threads
-        movers = [TickMover(self.connection, q, threads=threads).start()  # type: ignore[attr-defined]
+        movers = [TickMover(self.connection, q, threads=threads,  # type: ignore[attr-defined]
+                            after_tick=clear_engine_caches).start()
                   for q in self.queues]  # type: ignore[attr-defined]
         try:
             return super().work(*args, **kwargs)  # type: ignore[misc, no-any-return]
@@ -132,10 +143,7 @@ class TaubotSimpleWorker(_Recovering, SimpleWorker):
         try:
             return super().perform_job(*args, **kwargs)  # type: ignore[arg-type]
         finally:
-            from workers.diagnosis import podfacts, shapes
-
-            podfacts.clear_cache()
-            shapes.clear_cache()
+            clear_engine_caches()
 
 
 def run_pool(queue: object, conn: redis.Redis, workers: int, *, in_process: bool = False,

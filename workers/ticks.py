@@ -65,7 +65,7 @@ class TickMover:
     """Moves due ticks of ``queue`` from rq's schedule to the queue (see the module docstring)."""
 
     def __init__(self, conn: redis.Redis, queue: Queue, *, now: Callable[[], float] = time.time,
-                 threads: int = 0) -> None:
+                 threads: int = 0, after_tick: Callable[[], None] | None = None) -> None:
         # A client of its own: the worker's connection pool is not shared with a thread that may
         # hold one of its connections while the worker forks a work horse.
         conn = redis.Redis(connection_pool=redis.ConnectionPool(**conn.connection_pool.connection_kwargs))
@@ -77,6 +77,7 @@ class TickMover:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.threads = threads
+        self.after_tick = after_tick
         self._runner = ThreadPoolExecutor(threads, thread_name_prefix="taubot-tick") if threads > 0 else None
         self._free = threads
         self._free_lock = threading.Lock()
@@ -128,10 +129,8 @@ class TickMover:
             except Exception as exc:  # noqa: BLE001 - the lease runs it again: its tick number is stale then
                 log.warning("tick %s ran; its record could not be removed: %s", job.id, exc)
         finally:
-            from workers.diagnosis import podfacts, shapes  # as an in-process worker does after a job
-
-            podfacts.clear_cache()
-            shapes.clear_cache()
+            if self.after_tick is not None:
+                self.after_tick()
             with self._free_lock:
                 self._free += 1
             self._slot_freed.set()

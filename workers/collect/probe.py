@@ -105,9 +105,9 @@ def probe_of(objs: RunObjects, objects: list[dict]) -> Probe | None:
 
 
 async def unchanged(kube: KubeClients, target: ClusterTarget, identity: Identity, probe: Probe, *,
-                    timeout: float) -> tuple[bool, int]:
-    """Whether the probe's reads, made now as ``identity``, find exactly the versions it keeps;
-    and how many requests that took. A read that failed is a change: the full status says why."""
+                    timeout: float) -> bool:
+    """Whether the probe's reads, made now as ``identity``, find exactly the versions it keeps.
+    A read that failed is a change: the full status says why."""
     api = await kube.user(target, identity)
     async with api:
         reader = KubeReader(api, timeout)
@@ -118,10 +118,10 @@ async def unchanged(kube: KubeClients, target: ClusterTarget, identity: Identity
     objects: list[dict] = []
     for read, result in zip(probe.reads, got, strict=True):
         if isinstance(result, ReadError):
-            return False, reader.requests_made
+            return False
         for obj in result if isinstance(result, list) else [result]:
             objects.append({**obj, "kind": obj.get("kind") or read.kind})
-    return fingerprint(probe.reads, objects) == probe.fingerprint, reader.requests_made
+    return fingerprint(probe.reads, objects) == probe.fingerprint
 
 
 __all__ = ["Probe", "ProbeRead", "fingerprint", "probe_of", "probe_reads", "unchanged"]

@@ -5,7 +5,7 @@ Started with round 2 of a status, and only for a run Kueue keeps suspended:
 * round 2, concurrently: Kueue's visibility API for the LocalQueue
   (`GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/<ns>/localqueues/<lq>/pendingworkloads`),
   the LocalQueue itself (for its ClusterQueue's name) and the namespace's Workloads (for what
-  the ones ahead ask for);
+  the ones ahead ask for; a watch's re-read lists none and GETs the ones ahead instead);
 * round 3, once the ClusterQueue's name is known: its own pending list
   (`…/clusterqueues/<cq>/pendingworkloads`, which Kueue's kueue-pending-workloads-cq-viewer
   ClusterRole grants) and the ClusterQueue object (its nominal quota and what is reserved);
@@ -214,16 +214,16 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
         summary = await _pending(reader, version, "localqueues", namespace, local_queue)
     read = QueueRead(local_queue, summary, lq, workloads, visibility_version=version)
     named = (lq.get("spec") or {}).get("clusterQueue") if isinstance(lq, dict) else None
+    local_ahead = ([] if list_namespace or not isinstance(summary, dict)
+                   else _local_ahead_keys(summary, run_uid)[:MAX_AHEAD_READS])
     if not named or isinstance(summary, ReadError):  # no position: the ClusterQueue would add nothing
-        if not list_namespace and isinstance(summary, dict):
-            read.workloads = await _read_local_ahead(reader, summary, run_uid)
+        read.workloads = await _workloads(reader, local_ahead) if local_ahead else workloads
         return read
     if hinted and named == cluster_queue and version == VISIBILITY_VERSIONS[0]:
         read.cluster_summary, read.cluster_queue_object = hinted
     else:
         read.cluster_summary, read.cluster_queue_object = await asyncio.gather(
             _pending(reader, version, "clusterqueues", None, named), _cluster_queue(reader, named))
-    local_ahead = [] if list_namespace else _local_ahead_keys(summary, run_uid)[:MAX_AHEAD_READS]
     if isinstance(read.cluster_summary, dict):
         local = {workload_key(w) for w in workloads} if isinstance(workloads, list) else set()
         others = [k for k in _ahead_keys(read.cluster_summary, summary, run_uid)
@@ -231,12 +231,11 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
         wanted = [*local_ahead, *others][:MAX_AHEAD_READS]
     else:
         wanted = local_ahead
-    got = await asyncio.gather(*(reader.get(resource_path(*KUEUE, "workloads", ns, name))
-                                 for ns, name in wanted))
-    answers_by_key = dict(zip(wanted, got, strict=True))
+    got = dict(zip(wanted, await asyncio.gather(*(
+        reader.get(resource_path(*KUEUE, "workloads", ns, name)) for ns, name in wanted)), strict=True))
     if not list_namespace:
-        read.workloads = [w for k in local_ahead if isinstance(w := answers_by_key.get(k), dict)]
-    read.ahead = {k: v for k, v in answers_by_key.items() if k not in local_ahead}
+        read.workloads = [w for k in local_ahead if isinstance(w := got.get(k), dict)]
+    read.ahead = {k: v for k, v in got.items() if k not in local_ahead}
     return read
 
 
@@ -254,8 +253,9 @@ def _local_ahead_keys(summary: dict, run_uid: str) -> list[tuple[str, str]]:
     return [workload_key(i) for i in ahead]
 
 
-async def _read_local_ahead(reader: KubeReader, summary: dict, run_uid: str) -> list[dict]:
-    keys = _local_ahead_keys(summary, run_uid)[:MAX_AHEAD_READS]
+async def _workloads(reader: KubeReader, keys: list[tuple[str, str]]) -> list[dict]:
+    """The Workloads at ``keys`` that could be read (one the user may not read is left out: the
+    position then says what it asks for is unknown, never a guess)."""
     got = await asyncio.gather(*(reader.get(resource_path(*KUEUE, "workloads", ns, name))
                                  for ns, name in keys))
     return [w for w in got if isinstance(w, dict)]

@@ -169,12 +169,12 @@ LINK_CHARTS_JOB = "workers.jobs.link_charts_job"
 
 def link_charts(services: Services, channel: str, card_ts: str, slot: ChartsSlot, *, now: datetime,
                 reserved: bool = False) -> str:
-    """Edit the card to link its pictures — without waiting for the channel's pace.
+    """Edit the card to link its pictures — without holding the worker for Slack's budget.
 
-    The card, its parent and the upload have just used the channel's burst (Slack: about one
-    message a second per channel), so this edit usually has to wait about a second: holding the
-    worker for it made every next command wait too (bench_warm: ~1.2 s command → card, whatever
-    the RTT). So the edit takes a slot of the pace ahead and runs as its own job then."""
+    `chat.update` is tier 3 (about 50 a minute per workspace, `TAUBOT_SLACK_UPDATES_PER_MINUTE`):
+    once other cards have used the budget, this edit waits about 1.2 s for its slot, and waiting in
+    the job made every next command wait too (bench_warm: ~1.2 s command → card at any RTT). So
+    the edit reserves the budget's next slot and runs then as a job of its own (``reserved``)."""
     deferred: list[Failed] = []
     try:
         outcome = services.cards.update_if_changed(

@@ -375,10 +375,9 @@ def probe_says_unchanged(services: Services, state: WatchState, now: datetime) -
                                            channel=state.request.channel)
     if not isinstance(resolution, Resolved):
         return False
-    same, _requests = services.run(unchanged(services.kube, resolution.descriptor.cluster_target(),
-                                             state.request.identity, probe,
-                                             timeout=services.settings.kube_request_timeout_seconds))
-    return same
+    return services.run(unchanged(services.kube, resolution.descriptor.cluster_target(),
+                                  state.request.identity, probe,
+                                  timeout=services.settings.kube_request_timeout_seconds))
 
 
 def record_phases(state: WatchState, diagnosis: Diagnosis, now: datetime) -> None:
