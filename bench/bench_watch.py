@@ -58,7 +58,7 @@ from workers.flows.status import PARENT_KEY
 from workers.flows.watch import load_state, lock_name, owner_key, pending_key, state_key
 from workers.posted_cards import KEY_PREFIX as CARD_PREFIX
 from workers.queue import RqQueue, enqueue_request
-from workers.ticks import due_key
+from workers.ticks import due_key, leased_key
 
 TOKEN = "xoxb-bench"
 USER = "U012ALICE"
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
             cleanup(conn, queue)
-            conn.delete(due_key(queue_name))
+            conn.delete(due_key(queue_name), leased_key(queue_name))
             forget_watches(conn, n)
             for key in conn.scan_iter(f"{CARD_PREFIX}C0WATCH*"):  # the cards the bench's channels got
                 conn.delete(key)

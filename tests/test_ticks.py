@@ -1,5 +1,5 @@
-"""Watch ticks queued on time by a worker's `TickMover`, with rq's schedule as the durable record
-(issue 28). Real Redis, rq's own registries; the movers' clock is injected."""
+"""Timed jobs (watch ticks) claimed on time by each worker's `TickMover` from the workers' own due
+set, never lost to a dying worker (issue 28). Real Redis and rq; the movers' clock is injected."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 import pytest
 from redis import Redis
 from rq import Queue
+from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
 from workers.queue import RqQueue
-from workers.ticks import FALLBACK_SECONDS, LEASE_SECONDS, TickMover, due_key
+from workers.ticks import LEASE_SECONDS, TickMover, TimedJob, due_key, leased_key
 
 JOB = "workers.jobs.watch_tick"
 
@@ -25,47 +26,68 @@ def queue(redis_url: str) -> Iterator[Queue]:
     conn.close()
 
 
-def test_a_due_tick_is_queued_at_its_time_once_and_rq_keeps_its_fallback(queue: Queue) -> None:
+def test_a_due_tick_is_queued_at_its_time_once_with_rqs_retries_and_no_record_before(queue: Queue) -> None:
     jobs = RqQueue(queue)
     start = time.time()
-    jobs.enqueue_in(10, JOB, "w1", 3, job_id="w1-t3", exact=datetime.fromtimestamp(start + 10, UTC))
-    registry = ScheduledJobRegistry(queue=queue)
-    # rq's own schedule of it is the fallback, later than its due time
-    assert registry.get_scheduled_time("w1-t3").timestamp() >= int(start) + 10 + FALLBACK_SECONDS - 1
+    jobs.enqueue_in(10, JOB, "w1", 3, job_id="w1-t3", exact=datetime.fromtimestamp(start + 10, UTC),
+                    retries=2, retry_interval=5, on_failure="workers.jobs.on_tick_failure")
+    # waiting, it is one member of the due set: no rq job record, nothing in rq's schedule
+    assert not queue.connection.exists("rq:job:w1-t3") and ScheduledJobRegistry(queue=queue).get_job_ids() == []
+    assert queue.connection.zscore(due_key(queue.name), TimedJob.parse(
+        queue.connection.zrange(due_key(queue.name), 0, 0)[0]).member) == pytest.approx(start + 10)
     clock = [start + 9.9]
     movers = [TickMover(queue.connection, queue, now=lambda: clock[0]) for _ in range(2)]
     assert movers[0].move_due() == 0 and queue.job_ids == []  # not yet due
-    assert 0 < movers[0].next_due_in() <= 0.1
+    assert 0 < movers[0].next_due_in() <= 0.1  # the claim also said when the next one is due
     clock[0] = start + 10.05
-    assert [m.move_due() for m in movers] == [1, 0]  # one mover queues it; the other sees it claimed
+    assert [m.move_due() for m in movers] == [1, 0]  # one mover queues it; the other finds it claimed
     assert queue.job_ids == ["w1-t3"]
-    assert registry.get_job_ids() == []  # rq's scheduler will not queue it a second time
+    job = Job.fetch("w1-t3", connection=queue.connection)
+    assert job.args == ["w1", 3] or job.args == ("w1", 3)
+    assert job.retries_left == 2 and job.failure_callback is not None
     assert queue.connection.zcard(due_key(queue.name)) == 0
+    assert queue.connection.zcard(leased_key(queue.name)) == 0  # queued and unleased in one transaction
     for mover in movers:
         mover.stop()
 
 
-def test_a_claim_whose_mover_died_leaves_the_tick_to_rqs_scheduler(queue: Queue) -> None:
-    """The claim pushes rq's schedule a lease ahead instead of dropping it: never lost."""
+def test_a_claim_whose_mover_died_is_due_again_when_its_lease_lapses(queue: Queue) -> None:
+    """A claim leases the tick instead of dropping it: never lost, and never run twice while the
+    lease holds."""
+    now = time.time()
+    RqQueue(queue).enqueue_in(0, JOB, "w2", 1, job_id="w2-t1", exact=datetime.fromtimestamp(now, UTC))
+    clock = [now + 1]
+    dying = TickMover(queue.connection, queue, now=lambda: clock[0])
+    claimed, _ = dying._claim(keys=[dying.key, dying.leased],
+                              args=[repr(clock[0]), repr(clock[0] + LEASE_SECONDS), 10])
+    assert len(claimed) == 1  # ... and the mover dies here, before queueing it
+    other = TickMover(queue.connection, queue, now=lambda: clock[0])
+    assert other.move_due() == 0 and queue.job_ids == []
+    clock[0] += LEASE_SECONDS - 1
+    assert other.move_due() == 0  # the lease still holds
+    clock[0] += 2
+    assert other.move_due() == 1 and queue.job_ids == ["w2-t1"]
+    for mover in (dying, other):
+        mover.stop()
+
+
+def test_a_cancelled_tick_is_not_queued_and_others_stay(queue: Queue) -> None:
     jobs = RqQueue(queue)
-    jobs.enqueue_in(0, JOB, "w2", 1, job_id="w2-t1", exact=datetime.now(UTC))
-    now = time.time() + 1
-    mover = TickMover(queue.connection, queue, now=lambda: now)
-    registry = ScheduledJobRegistry(queue=queue)
-    assert mover._claim(keys=[mover.key, registry.key], args=["w2-t1", int(now) + LEASE_SECONDS]) == 1
-    # ... and the mover dies here, before queueing it
-    assert queue.job_ids == [] and mover.move_due() == 0
-    assert registry.get_job_ids() == ["w2-t1"]
-    assert registry.get_scheduled_time("w2-t1").timestamp() == int(now) + LEASE_SECONDS
+    for job_id in ("w3-t1", "w3-t10"):
+        jobs.enqueue_in(0, JOB, "w3", 1, job_id=job_id, exact=datetime.now(UTC))
+    jobs.cancel("w3-t1")
+    mover = TickMover(queue.connection, queue, now=lambda: time.time() + 1)
+    assert mover.move_due() == 1 and queue.job_ids == ["w3-t10"]
     mover.stop()
 
 
-def test_a_cancelled_tick_is_not_queued(queue: Queue) -> None:
-    jobs = RqQueue(queue)
-    jobs.enqueue_in(0, JOB, "w3", 1, job_id="w3-t1", exact=datetime.now(UTC))
-    jobs.cancel("w3-t1")
-    mover = TickMover(queue.connection, queue, now=lambda: time.time() + 1)
-    assert mover.move_due() == 0 and queue.job_ids == []
+def test_a_malformed_member_is_dropped_and_the_mover_goes_on(queue: Queue) -> None:
+    now = time.time()
+    queue.connection.zadd(due_key(queue.name), {"junk not-json": now})
+    RqQueue(queue).enqueue_in(0, JOB, "w4", 1, job_id="w4-t1", exact=datetime.fromtimestamp(now, UTC))
+    mover = TickMover(queue.connection, queue, now=lambda: now + 1)
+    assert mover.move_due() == 2 and queue.job_ids == ["w4-t1"]
+    assert queue.connection.zcard(leased_key(queue.name)) == 0
     mover.stop()
 
 
@@ -98,7 +120,7 @@ def _due(queue: Queue, func: str, *args: object, job_id: str, at: float) -> None
     RqQueue(queue).enqueue_in(0, func, *args, job_id=job_id, exact=datetime.fromtimestamp(at, UTC))
 
 
-def test_a_mover_with_threads_runs_due_ticks_at_the_same_time_and_then_drops_their_records(
+def test_a_mover_with_threads_runs_due_ticks_at_the_same_time_and_then_drops_their_leases(
         queue: Queue, redis_url: str) -> None:
     """A tick waits on the API server and Slack most of its time: two due ticks overlap instead
     of one waiting for the other (they meet, which one thread could never let them do)."""
@@ -109,8 +131,8 @@ def test_a_mover_with_threads_runs_due_ticks_at_the_same_time_and_then_drops_the
     assert mover.move_due() == 2
     mover.stop()  # waits for the running ticks
     assert queue.connection.exists("ticks-test:met:a", "ticks-test:met:b") == 2
-    assert queue.job_ids == [] and ScheduledJobRegistry(queue=queue).get_job_ids() == []
-    assert not queue.connection.exists("rq:job:t-a", "rq:job:t-b")  # ran: rq's fallback has nothing left
+    assert queue.job_ids == [] and not queue.connection.exists("rq:job:t-a", "rq:job:t-b")  # never an rq job
+    assert queue.connection.zcard(leased_key(queue.name)) == 0  # ran: nothing left to run again
 
 
 def test_a_mover_claims_only_as_many_ticks_as_it_has_free_threads(queue: Queue, redis_url: str) -> None:
@@ -136,4 +158,4 @@ def test_a_tick_that_raises_on_a_movers_thread_is_handed_to_rq(queue: Queue) -> 
     mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2)
     assert mover.move_due() == 1
     mover.stop()
-    assert queue.job_ids == ["x-t1"] and ScheduledJobRegistry(queue=queue).get_job_ids() == []
+    assert queue.job_ids == ["x-t1"] and queue.connection.zcard(leased_key(queue.name)) == 0

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from rq import Callback, Queue, Retry
 
+from workers import ticks
 from workers.contracts.requests import Request
-from workers.ticks import FALLBACK_SECONDS, due_key
 
 log = logging.getLogger(__name__)
 
@@ -100,19 +100,24 @@ class RqQueue:
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
                    retries: int = 0, retry_interval: int = 5, description: str = "",
                    on_failure: str | None = None, pipeline: Any = None, exact: datetime | None = None) -> str:
-        """``exact``: the job's due time to the millisecond (a watch tick's slot) — a worker's
-        `TickMover` queues it then, and rq's scheduler only `FALLBACK_SECONDS` after ``delay`` if
-        no mover did (`workers/ticks.py`)."""
+        """``exact``: a timed job (a watch tick's slot), due to the millisecond: it waits in the
+        workers' own due set, not in rq's schedule, and a worker's `TickMover` claims it then
+        (`workers/ticks.py`). Without ``exact``, rq's scheduler queues it after ``delay``."""
+        if exact is not None:
+            timed = ticks.TimedJob(id=job_id, job=job, args=args, timeout=timeout, retries=retries,
+                                   retry_interval=retry_interval, on_failure=on_failure,
+                                   description=description)
+            ticks.schedule(pipeline if pipeline is not None else self.rq.connection, self.rq.name, timed,
+                           exact.timestamp())
+            return job_id
         pipe = pipeline if pipeline is not None else self.rq.connection.pipeline()
         queued = self.rq.enqueue_in(
-            timedelta(seconds=delay + (FALLBACK_SECONDS if exact is not None else 0)), job, *args,
+            timedelta(seconds=delay), job, *args,
             job_id=job_id, job_timeout=timeout,
             retry=Retry(max=retries, interval=[retry_interval]) if retries > 0 else None,
             on_failure=Callback(on_failure) if on_failure else None,
             result_ttl=60, failure_ttl=24 * 3600, description=description or job, pipeline=pipe,
         )
-        if exact is not None:
-            pipe.zadd(due_key(self.rq.name), {str(queued.id): exact.timestamp()})
         if pipeline is None:
             pipe.execute()
         return str(queued.id)
@@ -121,7 +126,7 @@ class RqQueue:
         from rq.exceptions import NoSuchJobError
         from rq.job import Job
 
-        self.rq.connection.zrem(due_key(self.rq.name), job_id)
+        ticks.cancel(self.rq.connection, self.rq.name, job_id)
         try:
             Job.fetch(job_id, connection=self.rq.connection).delete()
         except NoSuchJobError:

@@ -1,68 +1,153 @@
-"""Watch ticks on time: a worker moves each due tick to the queue itself, within ~50 ms of due.
+"""Timed jobs (watch ticks) on time: kept in a sorted set of their own and claimed by each worker's
+`TickMover` within ~50 ms of due, not at rq's once-a-second scheduler poll.
 
-rq's scheduler moves due jobs once a second, and rq keeps their due times in whole seconds
-(`ScheduledJobRegistry` scores), so a tick could wait up to a second in the registry and then
-queue behind the second's other ticks: with 1,000 watches on two workers, 12–13 % of ticks were
-more than 2 s late (issue 28). Here every worker process runs a `TickMover`: a thread that keeps
-the precise due time of each tick in a sorted set of its own (`due_key`) and, when one is due,
-claims it and pushes it onto the queue, where the next free worker takes it at once.
+rq keeps scheduled jobs' due times in whole seconds (`ScheduledJobRegistry` scores) and moves them
+once a second, so a tick could wait up to a second and then queue behind the second's other ticks:
+with 1,000 watches on two workers, 12–13 % of ticks were more than 2 s late (issue 28). And each
+tick of rq's cost a job record written (pickled call, a dozen fields), fetched and deleted: about
+half of an unchanged tick's CPU. Here a timed job is one member of the due set (`due_key`): its id
+and its call (`TimedJob`) as the member, its precise due time (epoch seconds, float) as the score.
+Scheduling one is a ZADD, in the caller's own transaction (a watch saves its state and schedules
+its next tick together).
 
-An in-process worker (`taubot worker --in-process`) goes further: its mover runs a due tick itself,
-on one of `TAUBOT_WATCH_TICK_THREADS` (8) threads, instead of queueing it behind the worker's one
-job at a time. A tick spends most of its time waiting (the API server, Redis, Slack), so eight
-overlap on one core; a burst of changed runs (half of 1,000 watched runs admitted at once, each
-tick editing a card and replying) no longer makes every later tick late by the sum of theirs. Only
-as many ticks are claimed as threads are free; the rest stay due for the next free thread or another
-worker's mover, and rq's fallback still queues any that nobody claimed in time. A tick that raises is
-handed to rq (queued), whose retries and failure callback then apply as to any tick. A forking
-worker keeps queueing ticks: its process forks a work horse per job, and a fork taken while
-tick threads hold locks could inherit them held.
+Every worker process runs a `TickMover`: a thread that, in one script call per wake-up, claims the
+due members (moving each to the lease set, `leased_key`, `LEASE_SECONDS` ahead), puts back any
+lease that expired, and learns when the next one is due. A claim is atomic, so a mover on another
+worker never takes the same tick. A forking worker's mover then queues each claimed job to rq (with
+its retries and failure callback) and drops its lease in the same transaction; rq runs it in a work
+horse. An in-process worker (`taubot worker --in-process`) runs it on one of
+`TAUBOT_WATCH_TICK_THREADS` (8) threads instead, with no rq record at all: a tick spends most of its
+time waiting (the API server, Redis, Slack), so eight overlap on one core, and a burst of changed
+runs no longer makes every later tick late by the sum of theirs. Only as many ticks are claimed as
+threads are free; the rest stay due for the next free thread or another worker's mover. A tick that
+raises is queued to rq, whose retries and failure callback then apply as to any job. (A forking
+worker does not run ticks on threads: a fork taken while tick threads hold locks could inherit
+them held.)
 
-rq stays the durable record. A tick is also scheduled with rq itself, `FALLBACK_SECONDS` after
-its due time: if no mover is alive, rq's scheduler still runs it, only later. A claim is one Lua
-script (a mover on another worker sees it claimed): it takes the tick out of the due set and
-pushes rq's own schedule of it `LEASE_SECONDS` ahead instead of removing it; the job is then
-queued with rq's API and its schedule removed. A mover that dies between the two leaves the tick
-to rq's scheduler after the lease — never lost. In the rare case that both rq's scheduler and a
-mover queue the same tick, the second run finds the watch at a later tick number and does nothing
-(`workers/flows/watch.py`).
+Nothing is lost to a dying worker: a lease it held expires after `LEASE_SECONDS` and the job is due
+again for any mover. A job that runs twice that way (or any stale tick) finds the watch at a later
+tick number and does nothing (`workers/flows/watch.py`).
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
 import redis
-from rq import Queue
-from rq.job import Job
-from rq.registry import ScheduledJobRegistry
+from rq import Callback, Queue, Retry
 
 log = logging.getLogger(__name__)
 
-FALLBACK_SECONDS = 3  # rq's own schedule of a tick: this long after due (a mover normally wins)
-LEASE_SECONDS = 60  # a claimed tick's rq schedule is pushed this far ahead until it is queued
+LEASE_SECONDS = 60  # a claimed job is due again this long after its claim unless it ran
 POLL_SECONDS = 0.05  # the longest a mover sleeps before looking again
-BATCH = 200
+BATCH = 200  # the most jobs one claim takes
+RESULT_TTL_SECONDS = 60
+FAILURE_TTL_SECONDS = 24 * 3600
 
+# KEYS: due, leased. ARGV: now, lease until, most to claim. Puts expired leases back (due now),
+# claims the due members, and answers them with the earliest due time left ('' when none).
 _CLAIM = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-if redis.call('ZSCORE', KEYS[2], ARGV[1]) == false then return 0 end
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-return 1
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 100)
+for _, member in ipairs(expired) do
+  redis.call('ZREM', KEYS[2], member)
+  redis.call('ZADD', KEYS[1], ARGV[1], member)
+end
+local due = {}
+if tonumber(ARGV[3]) > 0 then
+  due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+  for _, member in ipairs(due) do
+    redis.call('ZREM', KEYS[1], member)
+    redis.call('ZADD', KEYS[2], ARGV[2], member)
+  end
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {due, first[2] or ''}
 """
 
 
 def due_key(queue_name: str) -> str:
-    """The sorted set of tick job ids by their precise due time (epoch seconds, float)."""
+    """The sorted set of timed jobs (`TimedJob.member`) by their precise due time."""
     return f"taubot:ticks:due:{queue_name}"
 
 
+def leased_key(queue_name: str) -> str:
+    """The sorted set of claimed jobs by the time their claim lapses."""
+    return f"taubot:ticks:leased:{queue_name}"
+
+
+@dataclass(frozen=True)
+class TimedJob:
+    """A job due at a time: what to call, and what rq needs should it be queued (retries, the
+    failure callback). Its member string is its whole record: the id, a space, the call as JSON."""
+
+    id: str
+    job: str  # dotted path of the function
+    args: tuple[Any, ...] = ()
+    timeout: int = 120
+    retries: int = 0
+    retry_interval: int = 5
+    on_failure: str | None = None
+    description: str = ""
+
+    @property
+    def member(self) -> str:
+        body = {"job": self.job, "args": list(self.args), "timeout": self.timeout, "retries": self.retries,
+                "retry_interval": self.retry_interval, "on_failure": self.on_failure,
+                "description": self.description}
+        return f"{self.id} {json.dumps(body, separators=(',', ':'))}"
+
+    @classmethod
+    def parse(cls, member: str | bytes) -> TimedJob:
+        text = member.decode() if isinstance(member, bytes) else member
+        job_id, _, raw = text.partition(" ")
+        body = json.loads(raw)
+        return cls(id=job_id, job=body["job"], args=tuple(body["args"]), timeout=body["timeout"],
+                   retries=body["retries"], retry_interval=body["retry_interval"],
+                   on_failure=body["on_failure"], description=body["description"])
+
+    def enqueue(self, queue: Queue, *, pipeline: Any) -> None:
+        """Queue this job to rq now (a forking worker's tick, or one that raised on a thread)."""
+        retry = Retry(max=self.retries, interval=[self.retry_interval]) if self.retries > 0 else None
+        queue.enqueue(self.job, *self.args, job_id=self.id, job_timeout=self.timeout, retry=retry,
+                      on_failure=Callback(self.on_failure) if self.on_failure else None,
+                      result_ttl=RESULT_TTL_SECONDS, failure_ttl=FAILURE_TTL_SECONDS,
+                      description=self.description or self.job, pipeline=pipeline)
+
+
+def schedule(conn: redis.Redis | Any, queue_name: str, job: TimedJob, at: float) -> None:
+    """Make ``job`` due at ``at`` (epoch seconds); ``conn`` may be the caller's pipeline."""
+    conn.zadd(due_key(queue_name), {job.member: at})
+
+
+def _glob_escaped(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
+def cancel(conn: redis.Redis, queue_name: str, job_id: str) -> int:
+    """Drop the due job ``job_id`` (a watch stopped between ticks); how many were dropped. A scan:
+    cancels are rare (a Stop press), and a stale tick left behind would only skip itself."""
+    key = due_key(queue_name)
+    members = list(conn.zscan_iter(key, match=f"{_glob_escaped(job_id)} *", count=1000))
+    return int(conn.zrem(key, *(m for m, _ in members))) if members else 0
+
+
+@lru_cache(maxsize=64)
+def _function(name: str) -> Callable[..., Any]:
+    module, _, attr = name.rpartition(".")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
 class TickMover:
-    """Moves due ticks of ``queue`` from rq's schedule to the queue (see the module docstring)."""
+    """Claims the due timed jobs of ``queue`` and queues or runs them (see the module docstring)."""
 
     def __init__(self, conn: redis.Redis, queue: Queue, *, now: Callable[[], float] = time.time,
                  threads: int = 0, after_tick: Callable[[], None] | None = None) -> None:
@@ -71,9 +156,9 @@ class TickMover:
         conn = redis.Redis(connection_pool=redis.ConnectionPool(**conn.connection_pool.connection_kwargs))
         queue = Queue(queue.name, connection=conn, serializer=queue.serializer)
         self.conn, self.queue, self.now = conn, queue, now
-        self.registry = ScheduledJobRegistry(queue=queue)
-        self.key = due_key(queue.name)
+        self.key, self.leased = due_key(queue.name), leased_key(queue.name)
         self._claim = conn.register_script(_CLAIM)
+        self._next_due: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.threads = threads
@@ -84,50 +169,49 @@ class TickMover:
         self._slot_freed = threading.Event()
 
     def move_due(self) -> int:
-        """Queue (or, with threads, start) every tick that is due now; how many this mover took."""
+        """Queue (or, with threads, start) every job that is due now; how many this mover took."""
         now = self.now()
-        moved = 0
         batch = BATCH if self._runner is None else self._free
-        if batch <= 0:
-            return 0
-        for raw in self.conn.zrangebyscore(self.key, "-inf", now, start=0, num=batch):
-            job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
-            if not self._claim(keys=[self.key, self.registry.key], args=[job_id, int(now) + LEASE_SECONDS]):
-                continue  # another mover has it, or rq's scheduler already queued it
-            job = Job.fetch(job_id, connection=self.conn, serializer=self.queue.serializer)
+        claimed, first = self._claim(keys=[self.key, self.leased],
+                                     args=[repr(now), repr(now + LEASE_SECONDS), max(0, batch)])
+        self._next_due = float(first) if first not in (b"", "", None) else None
+        for member in claimed:
+            try:
+                job = TimedJob.parse(member)
+            except (ValueError, KeyError, TypeError) as exc:  # not ours: drop it rather than retry it forever
+                log.warning("dropped a malformed timed job (%s)", type(exc).__name__)
+                self.conn.zrem(self.leased, member)
+                continue
             if self._runner is not None:
                 with self._free_lock:
                     self._free -= 1
-                self._runner.submit(self._run, job)
+                self._runner.submit(self._run, job, member)
             else:
-                self._enqueue(job)
-            moved += 1
-        return moved
+                self._enqueue(job, member)
+        return len(claimed)
 
-    def _enqueue(self, job: Job) -> None:
+    def _enqueue(self, job: TimedJob, member: bytes | str) -> None:
         with self.conn.pipeline() as pipe:
-            self.queue._enqueue_job(job, pipeline=pipe)  # what rq's scheduler does with a due job
-            self.registry.remove(job.id, pipeline=pipe)
+            job.enqueue(self.queue, pipeline=pipe)
+            pipe.zrem(self.leased, member)
             pipe.execute()
 
-    def _run(self, job: Job) -> None:
-        """Run a claimed tick here; its rq record goes once it ran. One that raised goes to rq."""
+    def _run(self, job: TimedJob, member: bytes | str) -> None:
+        """Run a claimed job here, then drop its lease. One that raised goes to rq."""
         try:
-            job.func(*job.args, **job.kwargs)
+            _function(job.job)(*job.args)
         except Exception as exc:  # noqa: BLE001 - rq's retries and failure callback take it from here
-            log.warning("tick %s raised %s; handing it to the queue", job.id, type(exc).__name__)
+            log.warning("timed job %s raised %s; handing it to the queue", job.id, type(exc).__name__)
             try:
-                self._enqueue(job)
-            except Exception as again:  # noqa: BLE001 - rq's own schedule (the lease) still holds it
-                log.warning("tick %s: could not queue it (%s); rq's schedule runs it later", job.id, again)
+                self._enqueue(job, member)
+            except Exception as again:  # noqa: BLE001 - its lease still holds it: due again then
+                log.warning("timed job %s: could not queue it (%s); due again in %d s", job.id, again,
+                            LEASE_SECONDS)
         else:
             try:
-                with self.conn.pipeline() as pipe:
-                    self.registry.remove(job.id, pipeline=pipe)
-                    pipe.delete(job.key)
-                    pipe.execute()
+                self.conn.zrem(self.leased, member)
             except Exception as exc:  # noqa: BLE001 - the lease runs it again: its tick number is stale then
-                log.warning("tick %s ran; its record could not be removed: %s", job.id, exc)
+                log.warning("timed job %s ran; its lease could not be dropped: %s", job.id, exc)
         finally:
             if self.after_tick is not None:
                 self.after_tick()
@@ -136,18 +220,18 @@ class TickMover:
             self._slot_freed.set()
 
     def next_due_in(self) -> float:
-        """Seconds until the earliest tick is due (at most `POLL_SECONDS`)."""
-        first = self.conn.zrange(self.key, 0, 0, withscores=True)
-        if not first:
+        """Seconds until the earliest job is due, as the last claim saw it (at most `POLL_SECONDS`:
+        a job scheduled since may be due sooner)."""
+        if self._next_due is None:
             return POLL_SECONDS
-        return max(0.0, min(POLL_SECONDS, float(first[0][1]) - self.now()))
+        return max(0.0, min(POLL_SECONDS, self._next_due - self.now()))
 
     def _serve(self) -> None:
         while not self._stop.is_set():
             try:
                 self.move_due()
                 wait = self.next_due_in()
-            except Exception as exc:  # noqa: BLE001 - Redis away, a job gone: rq's schedule still holds it
+            except Exception as exc:  # noqa: BLE001 - Redis away: the jobs wait in Redis
                 log.warning("tick mover: %s", exc)
                 wait = 1.0
             if self._runner is not None and self._free <= 0:
@@ -163,8 +247,8 @@ class TickMover:
         return self
 
     def stop(self) -> None:
-        """Stop taking ticks and let those running finish (a tick not finished in time is run
-        again from rq's schedule after its lease: its tick number then tells it apart)."""
+        """Stop taking jobs and let those running finish (one not finished in time is due again
+        when its lease lapses: its tick number then tells it apart)."""
         self._stop.set()
         self._slot_freed.set()
         if self._thread is not None:
@@ -174,4 +258,4 @@ class TickMover:
         self.conn.close()
 
 
-__all__ = ["FALLBACK_SECONDS", "LEASE_SECONDS", "TickMover", "due_key"]
+__all__ = ["LEASE_SECONDS", "TickMover", "TimedJob", "cancel", "due_key", "leased_key", "schedule"]

@@ -38,6 +38,7 @@ from tests.fixtures import k8s
 from workers.clock import ManualClock
 from workers.services import Services, install
 from workers.settings import Settings
+from workers.ticks import TickMover, TimedJob, due_key
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-taubot-test"
@@ -119,6 +120,26 @@ class SlackApp:
         """
         install(self.services)
         SimpleWorker([self.queue], connection=self.redis).work(burst=True, with_scheduler=with_scheduler)
+
+    def timed(self) -> list[str]:
+        """The ids of the timed jobs waiting in the workers' due set (watch ticks, picture links)."""
+        return [TimedJob.parse(m).id for m in self.redis.zrange(due_key(self.queue.name), 0, -1)]
+
+    def run_timed(self, job_id: str | None = None) -> int:
+        """Make the timed job ``job_id`` (the only one waiting, if None) due, as time would (the
+        movers run on the system clock), then do what a forking worker does: its `TickMover`
+        claims the due jobs and queues them to rq, and the worker runs them. How many ran."""
+        key = due_key(self.queue.name)
+        members = [m for m in self.redis.zrange(key, 0, -1) if job_id in (None, TimedJob.parse(m).id)]
+        assert len(members) == 1, f"expected one timed job {job_id or ''} waiting, got {self.timed()}"
+        self.redis.zadd(key, {members[0]: 0.0})
+        mover = TickMover(self.redis, self.queue)
+        try:
+            moved = mover.move_due()
+        finally:
+            mover.stop()
+        self.work()
+        return moved
 
 
 def make_settings(fake: FakeSlack, redis_url: str, tmp_path: Path, **overrides: Any) -> Settings:

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from PIL import Image
-from rq.job import Job
-from rq.registry import ScheduledJobRegistry
 
 from tests.fakes.kube_api import KubeEmulator
 
@@ -89,12 +86,10 @@ def test_the_link_edit_waits_for_the_workspaces_budget_as_its_own_job_not_in_the
         app.work()
         _, card = parent_and_card(app)
         assert "📈" not in card_text(card["blocks"]) and app.fake.files()  # uploaded, not yet linked
-        registry = ScheduledJobRegistry(queue=app.queue)
-        [link] = registry.get_job_ids()
+        [link] = app.timed()
         assert link.startswith("charts-")
         app.clock.advance(65)  # the reserved slot has come (the budget refills on the app's clock)
-        registry.schedule(Job.fetch(link, connection=app.redis), datetime(2000, 1, 1, tzinfo=UTC))
-        app.work(with_scheduler=True)
+        assert app.run_timed(link) == 1
         _, card = parent_and_card(app)
     assert "|loss curve> (PNG, in this thread)" in card_text(card["blocks"])
-    assert registry.get_job_ids() == []
+    assert app.timed() == []

@@ -6,9 +6,9 @@ with SIGKILL), the Kubernetes API emulator whose objects change between
 ticks, and the fake Slack, whose recorded calls and stored messages are what
 the assertions read.
 
-Ticks are driven deterministically through rq's own scheduler: the pending
-tick is re-scheduled to "now" in its ScheduledJobRegistry and a burst worker
-started `with_scheduler` moves it to the queue and runs it — the path a
+Ticks are driven deterministically through the workers' own due set
+(`workers/ticks.py`): the pending tick is made due, a `TickMover` claims it
+and queues it to rq, and a burst worker runs it — the path a forking
 production worker takes when the interval has passed.
 """
 
@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 import yaml
 from rq.job import Job
-from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
 from tests.fakes.kube_api import KubeEmulator, running_emulator
@@ -37,6 +36,7 @@ from workers.clock import SystemClock
 from workers.contracts.ids import STOP_WATCHING_ACTION
 from workers.contracts.ids import watch_id as _watch_id
 from workers.flows.watch import load_state, owner_key, state_key
+from workers.ticks import due_key
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, EXAMPLE_NOW, SlackApp, taubot_worker
 from .test_cards import card_text
@@ -52,7 +52,7 @@ CAROL = "U012CAROL"  # mapped, but may not read the run's Job: may not stop some
 RUN = "train-a"
 # Created hours before the test clock starts (EXAMPLE_NOW), as a run someone asks about.
 T0 = EXAMPLE_NOW - timedelta(hours=5)
-LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)  # "due" for rq's scheduler, without reading the clock
+LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)  # "due" for a tick mover, without reading the clock
 
 
 def identity_file(directory: Path) -> Path:
@@ -115,17 +115,17 @@ def apply(emu: KubeEmulator, objects: list[dict[str, Any]]) -> None:
 
 
 def scheduled(app: SlackApp) -> list[str]:
-    return ScheduledJobRegistry(queue=app.queue).get_job_ids()
+    """The ids of the ticks waiting in the workers' due set."""
+    return app.timed()
 
 
 def tick(app: SlackApp, seconds: float = 5) -> None:
     """Let ``seconds`` pass on the app's clock, make the pending tick due, and let a real
-    worker's scheduler enqueue and run it."""
+    worker's mover claim it and the worker run it."""
     ids = scheduled(app)
     assert len(ids) == 1, f"expected exactly one pending tick, got {ids}"
     app.clock.advance(seconds)
-    ScheduledJobRegistry(queue=app.queue).schedule(Job.fetch(ids[0], connection=app.redis), LONG_AGO)
-    app.work(with_scheduler=True)
+    assert app.run_timed() == 1
 
 
 def start_watch(app: SlackApp, *, user: str = ALICE, extra: str = "--interval 5") -> None:
@@ -159,9 +159,10 @@ def updates(app: SlackApp) -> list[Any]:
 
 
 def make_next_tick_due(app: SlackApp) -> None:
-    """Move the watch's scheduled tick to "due" in rq's registry, as time would."""
-    ScheduledJobRegistry(queue=app.queue).schedule(Job.fetch(scheduled(app)[0], connection=app.redis),
-                                                    LONG_AGO)
+    """Make the watch's pending tick due, as time would (the movers run on the system clock)."""
+    key = due_key(app.queue.name)
+    [member] = app.redis.zrange(key, 0, -1)
+    app.redis.zadd(key, {member: LONG_AGO.timestamp()})
 
 
 def wait_for_tick(app: SlackApp, wid: str, tick: int, what: str, timeout: float = 20.0) -> None:
@@ -360,9 +361,6 @@ def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
         with taubot_worker():  # SIGKILLed on exit, with its scheduler process
             wait_for_tick(app, wid, 1, "the worker to run the tick")
         assert len(scheduled(app)) == 1  # tick #1 waits in Redis, not in the dead worker
-
-        # The dead scheduler's lock would expire by itself (interval + 60 s); drop it now.
-        app.redis.delete(RQScheduler.get_locking_key(app.queue.name))
         apply(emu, admitted())
         tick(app)
         assert len(updates(app)) == 1
@@ -372,11 +370,11 @@ def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
         assert state is not None and state.tick == 2 and state.stopped is None
 
 
-def test_watch_resumes_within_two_intervals_after_the_scheduler_process_dies(app: SlackApp) -> None:
+def test_watch_ticks_run_while_the_workers_rq_scheduler_process_is_dead(app: SlackApp) -> None:
     """Issue 15.11. The scheduler process of a `taubot worker` is SIGKILLed (as a Redis outage
-    also ends it); the worker restarts it at its next maintenance tick (every 5 s, not rq's
-    600 s), it re-takes its own lock, and the due tick runs. Waited on with a 30 s bound: with
-    rq's defaults this waits ten minutes."""
+    also ends it). Ticks never went through rq's schedule since issue 28: the worker's own
+    `TickMover` claims the due tick and it runs (with rq's defaults a dead scheduler stopped every
+    watch for ten minutes; the worker also restarts it within 5 s for rq's own retries)."""
     app.services.clock = SystemClock()  # the worker process runs on the system clock
     with cluster(app, pending()) as emu:
         start_watch(app)
@@ -390,14 +388,15 @@ def test_watch_resumes_within_two_intervals_after_the_scheduler_process_dies(app
             os.kill(pid, signal.SIGKILL)
             apply(emu, admitted())
             make_next_tick_due(app)
-            wait_for_tick(app, wid, 2, "a restarted scheduler to run the due tick", timeout=30)
+            wait_for_tick(app, wid, 2, "the worker's mover to run the due tick", timeout=30)
         assert "✅ Done: Submitted · Admission" in card_text(card(app)[1]["blocks"])
 
 
-def test_a_new_worker_takes_over_scheduling_from_a_killed_one_within_two_intervals(app: SlackApp) -> None:
+def test_a_new_worker_runs_the_due_tick_of_a_killed_one_with_its_scheduler_lock_standing(
+        app: SlackApp) -> None:
     """Issue 15.11. A `taubot worker` and its scheduler are SIGKILLed (a node lost, an OOM kill);
-    their lock would stand for rq's interval + 60 s. The replacement releases a lock whose holder
-    stopped heart-beating and schedules the due tick (30 s bound; rq alone takes 61 s)."""
+    their rq scheduler lock stands (rq alone keeps it 61 s). The replacement's mover needs no
+    lock: it claims the due tick and runs it."""
     app.services.clock = SystemClock()
     with cluster(app, pending()) as emu:
         start_watch(app)
@@ -409,7 +408,7 @@ def test_a_new_worker_takes_over_scheduling_from_a_killed_one_within_two_interva
         apply(emu, admitted())
         make_next_tick_due(app)
         with taubot_worker():
-            wait_for_tick(app, wid, 2, "the new worker's scheduler to run the due tick", timeout=30)
+            wait_for_tick(app, wid, 2, "the new worker's mover to run the due tick", timeout=30)
         assert "✅ Done: Submitted · Admission" in card_text(card(app)[1]["blocks"])
 
 

@@ -395,8 +395,8 @@ def record_phases(state: WatchState, diagnosis: Diagnosis, now: datetime) -> Non
 
 def schedule_tick(services: Services, state: WatchState, now: datetime, *,
                   pipeline: Pipeline | None = None) -> str:
-    """The next tick, due at ``state.next_due``: a worker's `TickMover` queues it then, to the
-    millisecond (rq's scheduler moves jobs once a second, `workers/ticks.py`)."""
+    """The next tick, due at ``state.next_due``: a timed job in the workers' due set, which a
+    worker's `TickMover` claims then, to the millisecond (`workers/ticks.py`)."""
     due = state.next_due or now + timedelta(seconds=state.interval)
     delay = max(0.0, (due - now).total_seconds())
     return services.queue.enqueue_in(
