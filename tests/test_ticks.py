@@ -14,7 +14,7 @@ from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
 from workers.queue import RqQueue
-from workers.ticks import LEASE_SECONDS, TickMover, TimedJob, due_key, leased_key
+from workers.ticks import AHEAD_SECONDS, LEASE_SECONDS, POLL_SECONDS, TickMover, TimedJob, due_key, leased_key
 
 JOB = "workers.jobs.watch_tick"
 
@@ -59,8 +59,8 @@ def test_a_claim_whose_mover_died_is_due_again_when_its_lease_lapses(queue: Queu
     clock = [now + 1]
     dying = TickMover(queue.connection, queue, now=lambda: clock[0])
     claimed, _ = dying._claim(keys=[dying.key, dying.leased],
-                              args=[repr(clock[0]), repr(clock[0] + LEASE_SECONDS), 10])
-    assert len(claimed) == 1  # ... and the mover dies here, before queueing it
+                              args=[repr(clock[0]), repr(clock[0] + LEASE_SECONDS), 10, repr(clock[0])])
+    assert len(claimed) == 2  # one member and its due time ... and the mover dies here, before queueing it
     other = TickMover(queue.connection, queue, now=lambda: clock[0])
     assert other.move_due() == 0 and queue.job_ids == []
     clock[0] += LEASE_SECONDS - 1
@@ -159,3 +159,19 @@ def test_a_tick_that_raises_on_a_movers_thread_is_handed_to_rq(queue: Queue) -> 
     assert mover.move_due() == 1
     mover.stop()
     assert queue.job_ids == ["x-t1"] and queue.connection.zcard(leased_key(queue.name)) == 0
+
+
+def test_a_mover_with_threads_claims_the_next_tenth_of_a_second_in_one_wake_up(queue: Queue, redis_url: str) -> None:
+    """One claim takes the ticks due within `AHEAD_SECONDS` (each thread then waits for its own
+    due time), not those due later: a mover wakes once for a few ticks, not once for each."""
+    now = time.time()
+    for me, at in (("a", now + AHEAD_SECONDS / 2), ("b", now + AHEAD_SECONDS / 4), ("c", now + 5)):
+        _due(queue, "tests.test_ticks.hold", redis_url, me, job_id=f"s-{me}", at=at)
+    for me in ("a", "b"):
+        queue.connection.rpush(f"ticks-test:go:{me}", 1)
+    mover = TickMover(queue.connection, queue, now=lambda: now, threads=4)
+    assert mover.move_due() == 2
+    assert mover.next_due_in() == POLL_SECONDS  # the next one is 5 s away: look again at the poll
+    mover.stop()
+    assert queue.connection.exists("ticks-test:running:a", "ticks-test:running:b") == 2
+    assert queue.connection.zcard(due_key(queue.name)) == 1

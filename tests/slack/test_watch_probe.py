@@ -17,8 +17,10 @@ import pytest
 from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
 from workers.flows.watch import load_state
+from workers.services import install
+from workers.ticks import TickMover, due_key
 
-from .conftest import ALICE_IDENTITY, CHANNEL, SlackApp
+from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp
 from .test_cards import card_text
 from .test_watch import (
     RUN,
@@ -26,9 +28,13 @@ from .test_watch import (
     apply,
     card,
     cluster,
+    has_stop_button,
     identity_file,
     pending,
+    press_stop,
+    replies,
     running,
+    scheduled,
     start_watch,
     tick,
     updates,
@@ -113,3 +119,33 @@ def test_what_the_probe_does_not_read_reaches_the_card_within_four_ticks(app: Sl
         [update] = updates(app)
         text = card_text(app.fake.message(CHANNEL, ts)["blocks"])  # type: ignore[index]
         assert update.params["ts"] == ts and "Degraded" in text
+
+
+def test_a_stop_pressed_while_an_unchanged_tick_reads_is_not_undone_by_the_tick(app: SlackApp) -> None:
+    """An unchanged run's tick takes no lock: it commits its next tick only if the watch's state is
+    still what it read. Here the probe's two reads are held at the API server while Alice presses
+    Stop; when they are answered (unchanged), the tick's commit is refused, it finds the watch
+    stopped, and no tick is scheduled again — the watch stays stopped and its card says so. The
+    tick runs as an in-process worker runs it, on its mover's thread."""
+    with cluster(app, pending()) as emu:
+        start_watch(app)
+        wid = watch_id(CHANNEL, RUN)
+        emu.hang(times=2)
+        app.clock.advance(5)
+        key = due_key(app.queue.name)
+        [member] = app.redis.zrange(key, 0, -1)
+        app.redis.zadd(key, {member: 0.0})
+        install(app.services)
+        mover = TickMover(app.redis, app.queue, threads=1)
+        try:
+            assert mover.move_due() == 1
+            assert emu.hung.wait(10), "the tick's probe never reached the API server"
+            press_stop(app, ALICE, "alice")
+        finally:
+            emu.release()
+            mover.stop()  # waits for the tick
+        state = load_state(app.redis, wid)
+        assert state is not None and state.stopped is not None and state.tick == 0
+        assert scheduled(app) == []
+        assert not has_stop_button(card(app)[1])
+        assert f"⏹️ <@{ALICE}> stopped watching `{RUN}`." in replies(app)

@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 from workers.collect.access import permits
 from workers.collect.probe import Probe, probe_of, unchanged
 from workers.collect.queue import QueueMemo
+from workers.conditional_write import Recorder, commit_if_unchanged
 from workers.contracts.identity import Identity
 from workers.contracts.ids import STOP_WATCHING_ACTION, watch_id
 from workers.contracts.requests import StatusRequest, StopRequest
@@ -190,7 +191,7 @@ def load_state(conn: redis.Redis, wid: str) -> WatchState | None:
     return WatchState.model_validate_json(raw) if raw else None
 
 
-def save_state(conn: redis.Redis | Pipeline, state: WatchState, now: datetime) -> None:
+def save_state(conn: redis.Redis | Pipeline | Recorder, state: WatchState, now: datetime) -> None:
     """Kept until a day after the deadline: long enough for any tick or late button press."""
     ttl = max(60, int((state.deadline - now).total_seconds()) + STATE_TTL_AFTER_END)
     conn.set(state_key(state.id), state.model_dump_json(), ex=ttl)
@@ -394,7 +395,7 @@ def record_phases(state: WatchState, diagnosis: Diagnosis, now: datetime) -> Non
 
 
 def schedule_tick(services: Services, state: WatchState, now: datetime, *,
-                  pipeline: Pipeline | None = None) -> str:
+                  pipeline: Pipeline | Recorder | None = None) -> str:
     """The next tick, due at ``state.next_due``: a timed job in the workers' due set, which a
     worker's `TickMover` claims then, to the millisecond (`workers/ticks.py`)."""
     due = state.next_due or now + timedelta(seconds=state.interval)
@@ -431,12 +432,28 @@ def advance(services: Services, state: WatchState, now: datetime) -> None:
     """
     # Anchored to the watch's own cadence: a tick that took 0.4 s does not push every later one
     # back by 0.4 s; one that ran late is followed at once, never twice in one slot.
-    previous = state.next_due or state.started_at
-    state.next_due = max(previous + timedelta(seconds=state.interval), now)
+    _next_slot(state, now)
     with services.redis.pipeline(transaction=True) as pipe:
         save_state(pipe, state, now)
         schedule_tick(services, state, now, pipeline=pipe)
         pipe.execute()
+
+
+def _next_slot(state: WatchState, now: datetime) -> None:
+    previous = state.next_due or state.started_at
+    state.next_due = max(previous + timedelta(seconds=state.interval), now)
+
+
+def advance_unlocked(services: Services, state: WatchState, read: bytes, now: datetime) -> bool:
+    """`advance` for a tick that read ``read`` without the watch's lock: the state and the next
+    tick are written only if the state is still those bytes and nobody holds the lock (one
+    script call instead of the lock's two round trips around the transaction,
+    `workers/conditional_write.py`). False: nothing was written."""
+    _next_slot(state, now)
+    writes = Recorder()
+    save_state(writes, state, now)
+    schedule_tick(services, state, now, pipeline=writes)
+    return commit_if_unchanged(services.redis, state_key(state.id), read, lock_name(state.id), writes)
 
 
 # ------------------------------------------------------------------ start
@@ -548,20 +565,30 @@ def _private(services: Services, request: StatusRequest, text: str) -> None:
 
 
 def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[str, Any]:
-    """Re-collect, re-render, edit the card only if it changed, reply once per transition."""
+    """Re-collect, re-render, edit the card only if it changed, reply once per transition.
+
+    A tick whose probe finds the run unchanged neither takes the lock nor touches the card: it
+    commits its next tick only if the state is as it read it (`advance_unlocked`). Anything else
+    (a full read, a paced re-run, a commit refused because a Stop or a join came between) runs
+    under the watch's lock. A stale tick is told apart without it: tick numbers only grow, and a
+    stopped or expired watch stays so."""
     conn = services.redis
+    read = conn.get(state_key(wid))
+    state = WatchState.model_validate_json(read) if read is not None else None
+    if state is None or state.stopped is not None or state.tick != tick:
+        return {"watch": wid, "tick": tick, "skipped": "stale"}
+    if state.next_due is not None and not state.deferrals:
+        TICK_LAG.observe(max(0.0, (now - state.next_due).total_seconds()))
+    if not state.deferrals and probe_says_unchanged(services, state, now):
+        state.tick += 1
+        if advance_unlocked(services, state, read, now):  # type: ignore[arg-type]
+            WATCH_TICKS.labels("probe").inc()
+            return {"watch": wid, "tick": tick, "card": "unchanged", "read": "probe"}
     with conn.lock(lock_name(wid), timeout=LOCK_TIMEOUT_SECONDS, blocking_timeout=LOCK_TIMEOUT_SECONDS):
         state = load_state(conn, wid)
         if state is None or state.stopped is not None or state.tick != tick:
             return {"watch": wid, "tick": tick, "skipped": "stale"}
-        if state.next_due is not None and not state.deferrals:
-            TICK_LAG.observe(max(0.0, (now - state.next_due).total_seconds()))
         pending = load_pending(conn, wid) if state.deferrals else None
-        if pending is None and not state.deferrals and probe_says_unchanged(services, state, now):
-            WATCH_TICKS.labels("probe").inc()
-            state.tick += 1
-            advance(services, state, now)
-            return {"watch": wid, "tick": tick, "card": "unchanged", "read": "probe"}
         if pending is not None:  # a paced re-run: send what this tick computed, do not collect again
             context, diagnosis, reason = pending
         else:
