@@ -14,7 +14,7 @@ from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
 from workers.queue import RqQueue
-from workers.ticks import AHEAD_SECONDS, LEASE_SECONDS, POLL_SECONDS, TickMover, TimedJob, due_key, leased_key
+from workers.ticks import AHEAD_SECONDS, LEASE_SECONDS, TickMover, TimedJob, due_key, leased_key
 
 JOB = "workers.jobs.watch_tick"
 
@@ -161,17 +161,22 @@ def test_a_tick_that_raises_on_a_movers_thread_is_handed_to_rq(queue: Queue) -> 
     assert queue.job_ids == ["x-t1"] and queue.connection.zcard(leased_key(queue.name)) == 0
 
 
-def test_a_mover_with_threads_claims_the_next_tenth_of_a_second_in_one_wake_up(queue: Queue, redis_url: str) -> None:
-    """One claim takes the ticks due within `AHEAD_SECONDS` (each thread then waits for its own
-    due time), not those due later: a mover wakes once for a few ticks, not once for each."""
+def test_a_mover_with_threads_claims_what_falls_due_soon_at_once_and_starts_each_at_its_time(
+        queue: Queue, redis_url: str) -> None:
+    """One claim takes the jobs due within `AHEAD_SECONDS` (not those due later) and the mover holds
+    them until each one's time: a mover calls Redis a few times a second, not once for each tick."""
     now = time.time()
+    clock = [now]
     for me, at in (("a", now + AHEAD_SECONDS / 2), ("b", now + AHEAD_SECONDS / 4), ("c", now + 5)):
         _due(queue, "tests.test_ticks.hold", redis_url, me, job_id=f"s-{me}", at=at)
-    for me in ("a", "b"):
         queue.connection.rpush(f"ticks-test:go:{me}", 1)
-    mover = TickMover(queue.connection, queue, now=lambda: now, threads=4)
-    assert mover.move_due() == 2
-    assert mover.next_due_in() == POLL_SECONDS  # the next one is 5 s away: look again at the poll
-    mover.stop()
+    mover = TickMover(queue.connection, queue, now=lambda: clock[0], threads=4)
+    assert mover.move_due() == 2 and queue.connection.zcard(due_key(queue.name)) == 1
+    assert mover.start_due() == 0  # neither is due yet
+    clock[0] = now + AHEAD_SECONDS / 4 + 0.001  # (due times are kept to the microsecond)
+    assert mover.start_due() == 1  # b's time
+    clock[0] = now + AHEAD_SECONDS / 2 + 0.001
+    assert mover.start_due() == 1  # a's time
+    mover.stop()  # waits for the running ticks
     assert queue.connection.exists("ticks-test:running:a", "ticks-test:running:b") == 2
-    assert queue.connection.zcard(due_key(queue.name)) == 1
+    assert not queue.connection.exists("ticks-test:running:c")

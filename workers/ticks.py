@@ -31,7 +31,9 @@ tick number and does nothing (`workers/flows/watch.py`).
 
 from __future__ import annotations
 
+import heapq
 import importlib
+import itertools
 import json
 import logging
 import threading
@@ -49,7 +51,8 @@ log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 60  # a claimed job is due again this long after its claim unless it ran
 POLL_SECONDS = 0.05  # the longest a mover sleeps before looking again
-AHEAD_SECONDS = 0.1  # a mover with threads claims ticks this early; each thread waits for its own
+AHEAD_SECONDS = 0.2  # a mover with threads claims jobs due this soon, and holds them until due
+CLAIM_EVERY_SECONDS = 0.1  # ... claiming this often (a job scheduled due sooner waits up to this)
 BATCH = 200  # the most jobs one claim takes
 RESULT_TTL_SECONDS = 60
 FAILURE_TTL_SECONDS = 24 * 3600
@@ -149,7 +152,14 @@ def _function(name: str) -> Callable[..., Any]:
 
 
 class TickMover:
-    """Claims the due timed jobs of ``queue`` and queues or runs them (see the module docstring)."""
+    """Claims the due timed jobs of ``queue`` and queues or runs them (see the module docstring).
+
+    A mover with threads claims `CLAIM_EVERY_SECONDS` apart, each time what falls due within
+    `AHEAD_SECONDS`, and holds what it claimed ahead in a heap of its own until each job's time,
+    when it hands it to a free thread: one script call a tenth of a second instead of one for every
+    tick of every worker (a wake-up that claims nothing still costs one), and no tick starts before
+    its time. Each claimed job holds a thread from its claim, so a mover never claims more than it
+    can run; the rest stay due for another worker's mover."""
 
     def __init__(self, conn: redis.Redis, queue: Queue, *, now: Callable[[], float] = time.time,
                  threads: int = 0, after_tick: Callable[[], None] | None = None) -> None:
@@ -166,17 +176,15 @@ class TickMover:
         self.threads = threads
         self.after_tick = after_tick
         self._runner = ThreadPoolExecutor(threads, thread_name_prefix="taubot-tick") if threads > 0 else None
-        self._free = threads
+        self._held: list[tuple[float, int, TimedJob, bytes | str]] = []  # claimed ahead, by due time
+        self._seq = itertools.count()
+        self._free = threads  # threads neither running nor promised to a held job
         self._free_lock = threading.Lock()
         self._slot_freed = threading.Event()
 
     def move_due(self) -> int:
-        """Queue (or, with threads, start) every job that is due now; how many this mover took.
-
-        A mover with threads claims those due within `AHEAD_SECONDS` too, and each waits on its
-        thread for its own due time: a mover then wakes once for the few ticks of the next tenth
-        of a second instead of once for every tick of every worker (a wake-up that claims nothing
-        still costs a script call), and each tick still starts at its time, never before."""
+        """Claim what is due (with threads: due within `AHEAD_SECONDS`), queue it to rq or hold it
+        for a thread, and start what is due now; how many this mover claimed."""
         now = self.now()
         ahead = AHEAD_SECONDS if self._runner is not None else 0.0
         batch = BATCH if self._runner is None else self._free
@@ -193,10 +201,21 @@ class TickMover:
             if self._runner is not None:
                 with self._free_lock:
                     self._free -= 1
-                self._runner.submit(self._run, job, member, float(due))
+                heapq.heappush(self._held, (float(due), next(self._seq), job, member))
             else:
                 self._enqueue(job, member)
+        self.start_due()
         return len(claimed) // 2
+
+    def start_due(self) -> int:
+        """Hand each held job whose time has come to a thread; how many started."""
+        started = 0
+        now = self.now()
+        while self._held and self._held[0][0] <= now and self._runner is not None:
+            _, _, job, member = heapq.heappop(self._held)
+            self._runner.submit(self._run, job, member)
+            started += 1
+        return started
 
     def _enqueue(self, job: TimedJob, member: bytes | str) -> None:
         with self.conn.pipeline() as pipe:
@@ -204,12 +223,9 @@ class TickMover:
             pipe.zrem(self.leased, member)
             pipe.execute()
 
-    def _run(self, job: TimedJob, member: bytes | str, due: float) -> None:
-        """Run a claimed job here at its due time, then drop its lease. One that raised goes to rq."""
+    def _run(self, job: TimedJob, member: bytes | str) -> None:
+        """Run a claimed job here, then drop its lease. One that raised goes to rq."""
         try:
-            early = due - self.now()
-            if early > 0:
-                self._stop.wait(early)  # claimed ahead (at most AHEAD_SECONDS); a stopping mover runs it now
             _function(job.job)(*job.args)
         except Exception as exc:  # noqa: BLE001 - rq's retries and failure callback take it from here
             log.warning("timed job %s raised %s; handing it to the queue", job.id, type(exc).__name__)
@@ -231,15 +247,20 @@ class TickMover:
             self._slot_freed.set()
 
     def next_due_in(self) -> float:
-        """Seconds until the next claim should look: when the earliest job left is due (less the
-        claim-ahead of a mover with threads), as the last claim saw it — at most `POLL_SECONDS`,
-        as a job scheduled since may be due sooner."""
+        """Seconds until the earliest job is due, as the last claim saw it (at most `POLL_SECONDS`:
+        a job scheduled since may be due sooner)."""
         if self._next_due is None:
             return POLL_SECONDS
-        ahead = AHEAD_SECONDS if self._runner is not None else 0.0
-        return max(0.0, min(POLL_SECONDS, self._next_due - ahead - self.now()))
+        return max(0.0, min(POLL_SECONDS, self._next_due - self.now()))
 
     def _serve(self) -> None:
+        if self._runner is None:
+            self._serve_queueing()
+        else:
+            self._serve_threads()
+
+    def _serve_queueing(self) -> None:
+        """A forking worker's mover: claim each job at its due time and queue it to rq."""
         while not self._stop.is_set():
             try:
                 self.move_due()
@@ -247,12 +268,32 @@ class TickMover:
             except Exception as exc:  # noqa: BLE001 - Redis away: the jobs wait in Redis
                 log.warning("tick mover: %s", exc)
                 wait = 1.0
-            if self._runner is not None and self._free <= 0:
+            self._stop.wait(wait)
+
+    def _serve_threads(self) -> None:
+        """An in-process worker's mover: claim every `CLAIM_EVERY_SECONDS` while a thread is free,
+        and start each held job at its time."""
+        next_claim = 0.0
+        while not self._stop.is_set():
+            now = self.now()
+            if now >= next_claim and self._free > 0:
+                try:
+                    self.move_due()
+                    next_claim = now + CLAIM_EVERY_SECONDS
+                except Exception as exc:  # noqa: BLE001 - Redis away: the jobs wait in Redis
+                    log.warning("tick mover: %s", exc)
+                    next_claim = now + 1.0
+            self.start_due()
+            now = self.now()
+            wake = next_claim
+            if self._held:
+                wake = min(wake, self._held[0][0])
+            if self._free <= 0:  # every thread running or promised: look again when one frees
                 self._slot_freed.clear()
                 if self._free <= 0:
-                    self._slot_freed.wait(wait)  # every thread busy: look again when one frees
+                    self._slot_freed.wait(max(0.0, wake - now) if self._held else POLL_SECONDS)
                 continue
-            self._stop.wait(wait)
+            self._stop.wait(max(0.0, wake - now))
 
     def start(self) -> TickMover:
         self._thread = threading.Thread(target=self._serve, name="taubot-ticks", daemon=True)
@@ -260,16 +301,19 @@ class TickMover:
         return self
 
     def stop(self) -> None:
-        """Stop taking jobs and let those running finish (one not finished in time is due again
-        when its lease lapses: its tick number then tells it apart)."""
+        """Stop taking jobs and let those running finish; held ones run now (a job not finished in
+        time is due again when its lease lapses: its tick number then tells it apart)."""
         self._stop.set()
         self._slot_freed.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self._runner is not None:
+            while self._held:
+                _, _, job, member = heapq.heappop(self._held)
+                self._runner.submit(self._run, job, member)
             self._runner.shutdown(wait=True, cancel_futures=False)
         self.conn.close()
 
 
-__all__ = ["AHEAD_SECONDS", "LEASE_SECONDS", "TickMover", "TimedJob", "cancel", "due_key", "leased_key",
-           "schedule"]
+__all__ = ["AHEAD_SECONDS", "CLAIM_EVERY_SECONDS", "LEASE_SECONDS", "TickMover", "TimedJob", "cancel",
+           "due_key", "leased_key", "schedule"]
