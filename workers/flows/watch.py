@@ -11,7 +11,9 @@ Why a tick number: each tick carries the number it expects the state to be
 at. A tick that finds another number (a retried tick whose successor already
 ran, a watch stopped and started again) does nothing, so a watch never forks
 into two chains of ticks. Why a per-watch lock: a Stop press and a tick can
-run at the same time on two workers; both read-modify-write the state.
+run at the same time on two workers; both read-modify-write the state. A tick
+of an unchanged run takes no lock: it writes only if the state is still the
+bytes it read and nobody holds the lock (`run_tick`).
 
 One watch per (channel, workspace, run): an owner key taken with SET NX. A
 second `--watch` of the same run joins the running watch only after the same
