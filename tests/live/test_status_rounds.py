@@ -177,3 +177,32 @@ async def test_a_fresh_worker_finds_the_cluster_queue_hint_another_process_left_
         assert emu.rounds() <= 2, rounds_of(requests)
         assert all(r.header_values("Impersonate-User") == [ALICE.user] for r in requests)
     shared.close()
+
+
+async def test_a_first_status_after_the_monitor_shared_the_local_queues_cluster_queue_takes_two_rounds(
+        tmp_path: Path, redis_url: str) -> None:
+    """The stall monitor writes each cached LocalQueue's ClusterQueue to Redis (`share_cluster_queues`):
+    a process that never read this LocalQueue sends the ClusterQueue's reads with it — two rounds —
+    and every read is still the user's own (the hint only chose which reads to send early)."""
+    from redis import Redis
+
+    from workers.collect.queue import CLUSTER_QUEUE_NAMES, share_cluster_queues
+
+    shared = Redis.from_url(redis_url)
+    job = k8s.job("llama-ft-7b", suspend=True)
+    objects = [*workspace_objects(), job, k8s.workload(job, state="pending")]
+    async with KubeEmulator(objects, latency=LATENCY) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        [ws] = [d.descriptor for d in load_descriptors(tmp_path).descriptors]
+        local_queues = [o for o in objects if o["kind"] == "LocalQueue"]  # what the monitor's cache holds
+        assert share_cluster_queues(shared, ws.cluster_target().model_dump_json(), ws.spec.namespace,
+                                    local_queues) == 1
+        CLUSTER_QUEUE_NAMES._names.clear()  # a process that never read the LocalQueue
+        d = (await diagnose_live(load_descriptors(tmp_path), run="llama-ft-7b", identity=ALICE, now=NOW,
+                                 workspace="vision", seen=shared)).diagnosis
+        requests = list(emu.requests)
+        assert d.contract()["queue_position"]["cluster_queue"] == "cluster-queue"
+        assert {r.round for r in requests if "/clusterqueues/" in r.path} == {2}, rounds_of(requests)
+        assert emu.rounds() <= 2, rounds_of(requests)
+        assert all(r.header_values("Impersonate-User") == [ALICE.user] for r in requests)
+    shared.close()

@@ -416,3 +416,15 @@ def test_cluster_wide_streams_keep_only_the_watched_namespaces_stripped(env: Env
     assert audio_listed and streams == 8  # eight kinds, whatever the number of namespaces
     cluster_wide = [r for r in env.emu.requests if "/namespaces/" not in r.path]
     assert cluster_wide and all(r.method == "GET" for r in cluster_wide)
+
+
+def test_a_sweep_shares_each_workspaces_local_queue_cluster_queue_for_the_workers_statuses(env: Env) -> None:
+    """Issue 28: the monitor's cache holds the LocalQueues; their ClusterQueues go to Redis as the
+    workers' hints, so a deployment's first status of a waiting run needs no round to learn one."""
+    from workers.collect.queue import ClusterQueueNames
+
+    env.sweep()
+    for connection in env.services.registry.descriptors:
+        ws = connection.descriptor
+        key = ClusterQueueNames._shared_key((ws.cluster_target().model_dump_json(), ws.spec.namespace, "team-a"))
+        assert env.services.redis.get(key) == b"cluster-queue", ws.spec.namespace

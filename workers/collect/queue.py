@@ -26,7 +26,7 @@ import contextlib
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -153,6 +153,27 @@ class SharedHints(Protocol):
 
 SHARED_KEY = "taubot:cq-of:"  # + a digest of (cluster, namespace, LocalQueue): the ClusterQueue's name
 SHARED_TTL_SECONDS = 24 * 3600
+
+
+def share_cluster_queues(conn: Any, cluster: str, namespace: str, local_queues: list[dict]) -> int:
+    """Write the hint of each LocalQueue in ``local_queues`` (as the stall monitor's cache holds
+    them) for every worker: a deployment's first status of a waiting run then sends the
+    ClusterQueue's reads with the LocalQueue's too — two rounds, not three (issue 28). The monitor
+    reads as the bot, but a hint only decides which reads a status sends, as its own user, early:
+    their answers count only when that user's own LocalQueue read names the same ClusterQueue
+    (`read_queue`), so nothing the bot read reaches anyone. How many were written."""
+    written = 0
+    with conn.pipeline(transaction=False) as pipe:
+        for lq in local_queues:
+            name = (lq.get("metadata") or {}).get("name")
+            named = (lq.get("spec") or {}).get("clusterQueue")
+            if isinstance(name, str) and name and isinstance(named, str) and named:
+                key = ClusterQueueNames._shared_key((cluster, namespace, name))
+                pipe.set(key, named, ex=SHARED_TTL_SECONDS)
+                written += 1
+        if written:
+            pipe.execute()
+    return written
 
 CLUSTER_QUEUE_NAMES = ClusterQueueNames()  # per process: a warm worker keeps it across jobs
 

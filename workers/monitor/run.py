@@ -33,6 +33,7 @@ import redis
 from workers import metrics
 from workers.collect.logs.seen import remember
 from workers.collect.logs.sources import log_evidence
+from workers.collect.queue import share_cluster_queues
 from workers.collect.report import RunReport
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.linkage import find_run, meta
@@ -387,6 +388,7 @@ class Monitor:
 
         try:
             for ws in cluster.workspaces:
+                _share_hints(cluster.services, ws, cluster.cache)
                 if not ws.spec.slack.channels:
                     continue
                 judged = await judge_workspace(cluster.services, ws, cluster.cache, cluster.reader, report,
@@ -403,6 +405,17 @@ class Monitor:
         for outcome in ended:
             if isinstance(outcome, BaseException):
                 raise outcome
+
+
+def _share_hints(services: Services, ws: WorkspaceConnection, cache: Cache) -> None:
+    """The workspace's LocalQueues → ClusterQueues, for the workers' statuses (`share_cluster_queues`)."""
+    local_queues = [o for o in cache.objects(ws.spec.namespace) if o.get("kind") == "LocalQueue"]
+    if not local_queues:
+        return
+    try:
+        share_cluster_queues(services.redis, _target_key(ws), ws.spec.namespace, local_queues)
+    except redis.RedisError as exc:  # a hint not shared costs a status one round, nothing else
+        log.info("monitor: could not share the ClusterQueue hints of %s: %s", ws.spec.namespace, exc)
 
 
 def _publish(report: SweepReport) -> None:
