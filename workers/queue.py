@@ -116,7 +116,8 @@ class RqQueue:
             job_id=job_id, job_timeout=timeout,
             retry=Retry(max=retries, interval=[retry_interval]) if retries > 0 else None,
             on_failure=Callback(on_failure) if on_failure else None,
-            result_ttl=60, failure_ttl=24 * 3600, description=description or job, pipeline=pipe,
+            result_ttl=ticks.RESULT_TTL_SECONDS, failure_ttl=ticks.FAILURE_TTL_SECONDS,
+            description=description or job, pipeline=pipe,
         )
         if pipeline is None:
             pipe.execute()

@@ -125,14 +125,18 @@ class SlackApp:
         """The ids of the timed jobs waiting in the workers' due set (watch ticks, picture links)."""
         return [TimedJob.parse(m).id for m in self.redis.zrange(due_key(self.queue.name), 0, -1)]
 
-    def run_timed(self, job_id: str | None = None) -> int:
+    def make_due(self, job_id: str | None = None) -> None:
         """Make the timed job ``job_id`` (the only one waiting, if None) due, as time would (the
-        movers run on the system clock), then do what a forking worker does: its `TickMover`
-        claims the due jobs and queues them to rq, and the worker runs them. How many ran."""
+        movers run on the system clock)."""
         key = due_key(self.queue.name)
         members = [m for m in self.redis.zrange(key, 0, -1) if job_id in (None, TimedJob.parse(m).id)]
         assert len(members) == 1, f"expected one timed job {job_id or ''} waiting, got {self.timed()}"
         self.redis.zadd(key, {members[0]: 0.0})
+
+    def run_timed(self, job_id: str | None = None) -> int:
+        """`make_due`, then do what a forking worker does: its `TickMover` claims the due jobs and
+        queues them to rq, and the worker runs them. How many ran."""
+        self.make_due(job_id)
         mover = TickMover(self.redis, self.queue)
         try:
             moved = mover.move_due()

@@ -18,7 +18,7 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ from workers.clock import SystemClock
 from workers.contracts.ids import STOP_WATCHING_ACTION
 from workers.contracts.ids import watch_id as _watch_id
 from workers.flows.watch import load_state, owner_key, state_key
-from workers.ticks import due_key
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, EXAMPLE_NOW, SlackApp, taubot_worker
 from .test_cards import card_text
@@ -52,7 +51,6 @@ CAROL = "U012CAROL"  # mapped, but may not read the run's Job: may not stop some
 RUN = "train-a"
 # Created hours before the test clock starts (EXAMPLE_NOW), as a run someone asks about.
 T0 = EXAMPLE_NOW - timedelta(hours=5)
-LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)  # "due" for a tick mover, without reading the clock
 
 
 def identity_file(directory: Path) -> Path:
@@ -160,9 +158,7 @@ def updates(app: SlackApp) -> list[Any]:
 
 def make_next_tick_due(app: SlackApp) -> None:
     """Make the watch's pending tick due, as time would (the movers run on the system clock)."""
-    key = due_key(app.queue.name)
-    [member] = app.redis.zrange(key, 0, -1)
-    app.redis.zadd(key, {member: LONG_AGO.timestamp()})
+    app.make_due()
 
 
 def wait_for_tick(app: SlackApp, wid: str, tick: int, what: str, timeout: float = 20.0) -> None:
