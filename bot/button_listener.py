@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from bot.identity import Unmapped
 from workers.contracts.identity import Identity
-from workers.logsafe import audit
+from workers.outside.logsafe import audit
 from workers.metrics import PRESSES
 
 log = logging.getLogger(__name__)

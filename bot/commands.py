@@ -47,7 +47,7 @@ from workers.contracts.requests import (
     ValidateRequest,
     WorkspaceRequest,
 )
-from workers.logsafe import audit
+from workers.outside.logsafe import audit
 from workers.metrics import ACK_SECONDS, COMMANDS
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import code, escape

@@ -2,7 +2,7 @@
 
 * `workers/diagnosis/` — phases, evaluate, checks, recovery, podfacts, linkage,
   patterns — imports only itself, the contracts, pydantic and the standard
-  library: no kube, logs, experiments, workspaces, flows, monitor, surfaces,
+  library (and `workers.outside.text`, the pure door every outside sentence passes): no kube, logs, experiments, workspaces, flows, monitor, surfaces,
   services, render, no kubernetes_asyncio, aiohttp, redis, rq or Slack.
 * Rendering a card loads no Kubernetes client, HTTP client, Redis or rq.
 * No package imports back a package that imports it (flows ↔ monitor ↔ services, …).
@@ -44,7 +44,8 @@ def test_the_engine_imports_only_itself_the_contracts_pydantic_and_the_standard_
     for path in sorted(ENGINE.rglob("*.py")):
         for name in _imports(path):
             top = name.split(".")[0]
-            ok = (name == "workers.diagnosis" or name.startswith(("workers.diagnosis.", "workers.contracts"))
+            ok = (name == "workers.diagnosis"
+                  or name.startswith(("workers.diagnosis.", "workers.contracts", "workers.outside.text"))
                   or top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY or top == "__future__")
             if not ok:
                 foreign.setdefault(str(path.relative_to(REPO)), []).append(name)

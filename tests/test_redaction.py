@@ -14,9 +14,28 @@ import logging
 
 import pytest
 
-from tests.fixtures.secrets import CONTROL_LINES, CORPUS, FORBIDDEN, PEM_BLOCKS, Planted, found_in
-from workers.logsafe import AUDIT, audit, configure
-from workers.redaction import REDACTED, SLACK_LOG_LINE, clean, redact, redact_lines, strip_controls
+from tests.fixtures.secrets import (
+    CONTROL_LINES,
+    CORPUS,
+    FORBIDDEN,
+    PEM_BLOCKS,
+    Planted,
+    found_anywhere,
+    found_in,
+    split_across_lines,
+    variants,
+)
+from workers.outside.logsafe import AUDIT, audit, configure
+from workers.outside.text import (
+    REDACTED,
+    SLACK_LOG_LINE,
+    Outside,
+    clean,
+    outside,
+    redact,
+    redact_lines,
+    strip_controls,
+)
 
 # Lines a training job prints that hold no secret; none may change (transformers 4.46 Trainer dict,
 # tqdm, torchrun, Lightning, Ray's prefixes, a URL without credentials, words that trigger rules).
@@ -116,3 +135,48 @@ def test_no_log_line_taubot_writes_holds_a_secret(json_lines: bool) -> None:
         assert any("exc_info" in d for d in docs) and any(d.get("audit") for d in docs)
     else:
         assert "Traceback (most recent call last)" in written  # tracebacks kept, redacted
+
+
+# ---------------------------------------------------------------- issue 34: the whole corpus
+
+
+def test_the_corpus_has_a_hundred_shapes() -> None:
+    assert len({p.shape for p in (*CORPUS, *PEM_BLOCKS)}) >= 100
+
+
+@pytest.mark.parametrize("planted", CORPUS, ids=[p.shape for p in CORPUS])
+def test_every_shape_is_redacted_however_it_is_hidden(planted: Planted) -> None:
+    """A colour code or a zero-width character inside the secret, the line URL-encoded: the
+    one door (`outside`) finds it in every form."""
+    for kind, text in variants(planted):
+        out = outside(text)
+        assert found_anywhere(out) == [], (kind, out)
+
+
+@pytest.mark.parametrize("planted", CORPUS, ids=[p.shape for p in CORPUS])
+def test_a_secret_split_across_two_lines_goes_from_both(planted: Planted) -> None:
+    lines, head, tail = split_across_lines(planted)
+    first, second = redact_lines(lines)
+    assert not (len(head) >= 6 and first.endswith(head)), first
+    assert not (len(tail) >= 6 and second.startswith(tail)), second
+    joined = outside("\n".join(lines))  # a termination message: one text with a line break in it
+    assert planted.secrets[0] not in joined.replace("\n", "")
+
+
+def test_the_door_is_idempotent_and_typed() -> None:
+    once = outside("password=hunter2 \x1b[31mred\x1b[0m")
+    assert isinstance(once, Outside) and outside(once) is once
+    assert once == "password=[redacted] red"
+    assert not isinstance(once + "x", Outside)  # a changed text must go through the door again
+
+
+def test_linear_time_on_hostile_input() -> None:
+    """The old URL-userinfo rule backtracked cubically: 10,000 `a%3A%2F%2F` took ~30 s. RE2
+    cannot backtrack; this bounds the work generously (the bench measures it: bench/redaction)."""
+    import time as _t  # a bound on work done, not a wait: the test never sleeps
+
+    hostile = "a%3A%2F%2F" * 10_000
+    started = _t.perf_counter()
+    redact(hostile)
+    outside(hostile, limit=len(hostile) + 1)
+    assert _t.perf_counter() - started < 5

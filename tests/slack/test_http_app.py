@@ -21,7 +21,7 @@ from rq import Queue
 from bot.app import build_app
 from bot.serve import BackgroundServer
 from tests.fakes.slack_signing import block_action_body, signed_headers, slash_command_body
-from workers.logsafe import configure
+from workers.outside.logsafe import configure
 
 from .conftest import ALICE, SECRET, SlackApp, make_settings
 
@@ -212,7 +212,7 @@ def test_a_malformed_signature_timestamp_is_401_not_500(slack_app: SlackApp) -> 
 
 
 def test_capability_urls_and_tokens_never_reach_a_log_line() -> None:
-    from workers.logsafe import Redactor
+    from workers.outside.logsafe import Redactor
 
     record = logging.LogRecord("slack_bolt", logging.INFO, __file__, 1,
                                "Invalid request signature detected (body: %s) token %s", (

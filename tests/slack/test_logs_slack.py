@@ -14,7 +14,7 @@ from tests.fakes.kube_api import running_emulator
 from tests.fixtures import k8s
 from tests.fixtures.secrets import CONTROL_LINES, CORPUS, FORBIDDEN, PEM_BLOCKS, found_in
 from tests.live.conftest import workspace_objects, write_descriptor
-from workers.logsafe import configure
+from workers.outside.logsafe import configure
 
 from .conftest import CHANNEL, SlackApp
 from .test_cards import card_text

@@ -24,7 +24,7 @@ from tests.fakes.slack_signing import block_action_body
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.contracts.ids import ESCALATE_ACTION
 from workers.health_http import redis_ready, serve_in_background
-from workers.logsafe import AUDIT, audit, configure
+from workers.outside.logsafe import AUDIT, audit, configure
 from workers.settings import load_settings
 
 from .conftest import ALICE, CHANNEL, SlackApp, example_objects, taubot_worker

@@ -32,7 +32,7 @@ def _settings(**overrides: Any) -> Any:
 
 
 def _logging() -> None:
-    from workers.logsafe import install
+    from workers.outside.logsafe import install
 
     install(logging.INFO)
 

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workers.outside.text import OutsideField
+
 from .eta import Eta
 from .queue_position import QueuePosition
 
@@ -57,7 +59,7 @@ class Finding(BaseModel):
                         "(e.g. `quota.waiting`, `image.not_found`); code reads this, never a summary")
     owner: Owner
     transient: bool | None
-    next_action: str
+    next_action: OutsideField
 
 
 class PhaseResult(BaseModel):
@@ -68,10 +70,12 @@ class PhaseResult(BaseModel):
     changes nothing a program does.
     """
 
+    model_config = ConfigDict(validate_assignment=True)
+
     name: str
     state: PhaseState
-    summary: str
-    evidence: list[str] = Field(default_factory=list)
+    summary: OutsideField
+    evidence: list[OutsideField] = Field(default_factory=list)
     finding: Finding
     layer: int = Field(description="Lifecycle layer of the guide this phase belongs to")
     reason: str = Field(default="", description="`area.what` code of this result (see registry.py)")
@@ -105,7 +109,7 @@ class Recovery(BaseModel):
     """Layer 8: what to do about the answer as a whole (SPEC §5a)."""
 
     action: RecoveryAction
-    summary: str
+    summary: OutsideField
     states_next_action: bool = Field(default=False, description=(
         "The summary already says the answer's next action, so a card shows the summary in its "
         "place instead of both (not part of the --format json contract)"))
@@ -134,7 +138,13 @@ class ExperimentEvidence(BaseModel):
 
 
 class Diagnosis(BaseModel):
-    """The answer of `evaluate()`: the tree plus the handoff for its first open phase."""
+    """The answer of `evaluate()`: the tree plus the handoff for its first open phase.
+
+    Every sentence in it (summaries, evidence, next actions) is `Outside` text: it quotes the
+    cluster, so it is stripped and redacted as the model is built, before any surface, log line
+    or JSON answer sees it (SPEC §11)."""
+
+    model_config = ConfigDict(validate_assignment=True)
 
     run: RunRef
     phases: list[PhaseResult]
@@ -142,8 +152,8 @@ class Diagnosis(BaseModel):
     layer: int
     owner: Owner
     transient: bool | None
-    next_action: str
-    evidence: list[str] = Field(default_factory=list)
+    next_action: OutsideField
+    evidence: list[OutsideField] = Field(default_factory=list)
     layer_info: LayerInfo
     unreachable_from: int | None = Field(
         default=None,
@@ -151,7 +161,7 @@ class Diagnosis(BaseModel):
     )
     checks: list[PhaseResult] = Field(default_factory=list, description="SPEC §5a, in ANSWER_ORDER")
     recovery: Recovery | None = None
-    progress_summary: str = ""
+    progress_summary: OutsideField = ""
     loss_points: list[float] = Field(default_factory=list)
     queue_position: QueuePosition | None = Field(default=None, description="layer 4, waiting for quota, live")
     eta: Eta | None = Field(default=None, description="layer 7: when training ends, from the log")

@@ -8,7 +8,7 @@ mrkdwn, so nothing in it can mention anyone.
 
 Both are cluster text read by channel members who may lack `pods/log`: the
 lines are redacted with the rules of taubot's own logs, stripped of control
-characters and clipped (`shareable`, `workers/redaction.py`) before either
+characters and clipped (`shareable`, `workers/outside/text.py`) before either
 is built, so the card and the file can never disagree about a secret.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from workers.collect.logs.model import LogsResult
 from workers.collect.logs.sources import logs_live
 from workers.contracts.requests import LogsRequest
-from workers.redaction import clean, redact_lines
+from workers.outside.text import clean, redact_lines
 from workers.render.cards import build_logs_card
 from workers.services import Services
 from workers.surfaces.base import Failed

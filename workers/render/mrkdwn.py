@@ -39,6 +39,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from workers.outside.text import Outside, outside
+
 ELLIPSIS = "…"
 ZWSP = "\u200b"
 BACKTICK_STAND_IN = "\u02cb"  # MODIFIER LETTER GRAVE ACCENT: looks like a backtick, is not one
@@ -65,7 +67,13 @@ def one_line(text: str) -> str:
     return _LINE_BREAKS.sub(LINE_BREAK_MARK, text)
 
 
-def escape(text: str, limit: int | None = None) -> str:
+def _door(text: Outside | str) -> Outside:
+    """Outside text as the renderer takes it: an `Outside` as it is, anything else through the
+    one door first (stripped and redacted, not clipped: the renderer fits it to its slot)."""
+    return text if isinstance(text, Outside) else outside(text, limit=len(text) + 1)
+
+
+def escape(text: Outside, limit: int | None = None) -> str:
     """Escape cluster text for a mrkdwn field so it can't mention, link, break markup or
     forge a line of the card.
 
@@ -75,7 +83,7 @@ def escape(text: str, limit: int | None = None) -> str:
     is cut to fit (entities count at their escaped size, which is what Slack
     measures) and ends with ``…`` when cut.
     """
-    text = one_line(text).replace("```", BACKTICK_STAND_IN * 3)
+    text = one_line(_door(text)).replace("```", BACKTICK_STAND_IN * 3)
     whole = _escaped_whole(text)
     if limit is None or slack_len(whole) <= limit:
         return whole
@@ -93,7 +101,7 @@ def truncate(text: str, limit: int, *, tail: bool = False) -> str:
     return _fit(_clusters(text), limit, tail=tail)
 
 
-def code(text: str, limit: int) -> str:
+def code(text: Outside, limit: int) -> str:
     """An inline code span showing ``text`` exactly, whatever it contains.
 
     Backticks become a look-alike (Slack has no way to escape one inside a
@@ -103,7 +111,7 @@ def code(text: str, limit: int) -> str:
     """
     if limit < _INLINE_CODE_FENCE + 1:
         raise ValueError(f"code() needs limit >= {_INLINE_CODE_FENCE + 1}, got {limit}")
-    flat = re.sub(r"[\r\n\t]+", " ", text).replace("`", BACKTICK_STAND_IN)
+    flat = re.sub(r"[\r\n\t]+", " ", _door(text)).replace("`", BACKTICK_STAND_IN)
     if not flat:
         return ""
     whole = _escaped_whole(flat)
@@ -112,7 +120,7 @@ def code(text: str, limit: int) -> str:
     return "`" + _fit(_escaped_clusters(flat), limit - _INLINE_CODE_FENCE) + "`"
 
 
-def code_block(text: str, limit: int, *, tail: bool = False) -> str:
+def code_block(text: Outside, limit: int, *, tail: bool = False) -> str:
     """A ``` block showing ``text`` (multi-line) exactly, escaped and cut to ``limit``.
 
     Backticks are replaced because a run of three would close the block early
@@ -122,7 +130,7 @@ def code_block(text: str, limit: int, *, tail: bool = False) -> str:
     overhead = len(_BLOCK_FENCE_OPEN) + len(_BLOCK_FENCE_CLOSE)
     if limit < overhead + 1:
         raise ValueError(f"code_block() needs limit >= {overhead + 1}, got {limit}")
-    body = text.replace("\r\n", "\n").replace("`", BACKTICK_STAND_IN)
+    body = _door(text).replace("\r\n", "\n").replace("`", BACKTICK_STAND_IN)
     if not body:
         return ""
     whole = _escaped_whole(body)
@@ -149,11 +157,11 @@ def clip(text: str, limit: int) -> str:
     return out
 
 
-def plain(text: str, limit: int) -> str:
+def plain(text: Outside, limit: int) -> str:
     """Text for a ``plain_text`` object: Slack renders it literally (no mentions,
     links or entities), so only the length needs care. The ``emoji`` flag of the
     object is the template's business and is left as it is."""
-    return truncate(text, limit)
+    return truncate(_door(text), limit)
 
 
 # ------------------------------------------------------------------ internals

@@ -39,7 +39,7 @@ from workers.diagnosis.runtime import DEFAULT_STALL_SECONDS
 from workers.diagnosis.timeutil import parse_time
 from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
-from workers.redaction import redact
+from workers.outside.text import redact, strip_controls
 from workers.workspaces import KustoLogs, Registry, ResolutionFailure
 
 from .kusto import KustoRefused, query_logs
@@ -485,10 +485,17 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
     if not done:
         return LogEvidence(unavailable="; ".join(result.unavailable) or "no log source answered")
     # Secrets are redacted here, before the engine sees a line: a crash line it quotes as evidence
-    # reaches cards, Details and handoffs (controls and `\r` redraws stay: the parser reads them).
+    # reaches cards, Details and handoffs. Controls go first (a colour code inside a token would
+    # hide it from every rule); the `\r` redraws stay, since the parser splits on them.
     source = (f"submitter pod {result.pod}" if result.source == "pod" and objs.kind == "RayJob"
               else result.source)
-    return LogEvidence(lines=[(line.time, redact(line.text)) for line in result.lines], source=source)
+    return LogEvidence(lines=[(line.time, _clean_kept_redraws(line.text)) for line in result.lines],
+                       source=source)
+
+
+def _clean_kept_redraws(text: str) -> str:
+    """One log line stripped and redacted segment by segment, its `\r` redraws kept."""
+    return "\r".join(redact(strip_controls(segment)) for segment in text.split("\r"))
 
 
 async def logs_live(registry: Registry, *, run: str, identity: Identity, now: datetime,

@@ -6,7 +6,7 @@ request that fails the signature check (it carries that URL and Slack's
 verification token), and slack_sdk's webhook client logs the URL of a
 retried request, whatever its host. Tokens (`xoxb-…`, `xapp-…`) are secrets.
 `Redactor` is a logging filter on the process's handlers: every record is
-rendered once and passed through `workers.redaction` (the same rules as log
+rendered once and passed through `workers.outside.text` (the same rules as log
 text posted to Slack), so no library can log them whatever it does.
 """
 
@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any
 
-from workers.redaction import MAX_LINE, clean, redact_url_text
+from workers.outside.text import MAX_LINE, clean, redact_url_text
 
 MAX_TRACEBACK = 8000
 # Loggers whose every URL is a capability: slack_sdk's webhook client only ever talks to a
