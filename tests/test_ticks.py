@@ -13,10 +13,22 @@ from rq import Queue
 from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
+from workers.metrics import UNTRUSTED_DROPPED
 from workers.queue import RqQueue
-from workers.ticks import AHEAD_SECONDS, LEASE_SECONDS, TickMover, TimedJob, due_key, leased_key
+from workers.ticks import (
+    AHEAD_SECONDS,
+    LEASE_SECONDS,
+    TIMED_JOBS,
+    TickMover,
+    TimedJob,
+    due_key,
+    leased_key,
+)
 
 JOB = "workers.jobs.watch_tick"
+# The stand-ins for `watch_tick` below, allowed on the movers that run them (the default allow-list
+# is taubot's own timed jobs only).
+TEST_JOBS = TIMED_JOBS | {"tests.test_ticks.rendezvous", "tests.test_ticks.hold", "tests.test_ticks.boom"}
 
 
 @pytest.fixture
@@ -91,6 +103,45 @@ def test_a_malformed_member_is_dropped_and_the_mover_goes_on(queue: Queue) -> No
     mover.stop()
 
 
+def test_the_allow_list_is_what_taubot_schedules() -> None:
+    from workers.flows.status import LINK_CHARTS_JOB
+    from workers.flows.watch import TICK_FAILURE, TICK_JOB
+    from workers.ticks import FAILURE_CALLBACKS
+
+    assert TIMED_JOBS == {TICK_JOB, LINK_CHARTS_JOB} and FAILURE_CALLBACKS == {TICK_FAILURE}
+
+
+def _dropped() -> float:
+    return UNTRUSTED_DROPPED.labels("timed_job")._value.get()
+
+
+@pytest.mark.parametrize("threads", [0, 4])
+def test_a_forged_member_naming_any_other_function_is_dropped_counted_and_never_run(
+        queue: Queue, tmp_path, threads: int) -> None:  # noqa: ANN001
+    """SPEC §11: the due set is read back from Redis. A member written by anyone else, naming any
+    importable function (here `os.mkdir`) or failure callback, is removed and never run or queued;
+    taubot's own tick beside it runs as ever."""
+    now = time.time()
+    made, also = tmp_path / "made", tmp_path / "also"
+    forged = [TimedJob(id="evil-1", job="os.mkdir", args=(str(made),)),
+              TimedJob(id="evil-2", job=JOB, args=("w5", 1), on_failure="os.mkdir"),
+              TimedJob(id="evil-3", job="shutil.rmtree", args=(str(also),))]
+    for job in forged:
+        queue.connection.zadd(due_key(queue.name), {job.member: now})
+    queue.connection.zadd(due_key(queue.name), {'evil-4 {"job":["os","mkdir"],"args":[],"timeout":1,'
+                                                '"retries":0,"retry_interval":1,"on_failure":null,'
+                                                '"description":""}': now})
+    before = _dropped()
+    mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=threads)
+    assert mover.move_due() == 4
+    mover.stop()  # waits for anything running
+    assert not made.exists()
+    assert queue.job_ids == [] and not queue.connection.exists("rq:job:evil-1", "rq:job:evil-2")
+    assert queue.connection.zcard(due_key(queue.name)) == 0
+    assert queue.connection.zcard(leased_key(queue.name)) == 0  # removed, not due again
+    assert _dropped() - before == 4
+
+
 # ------------------------------------------------ ticks run on the mover's threads (in-process workers)
 # The jobs below stand in for `watch_tick`: rq imports them by name, as it does the real one.
 
@@ -127,7 +178,7 @@ def test_a_mover_with_threads_runs_due_ticks_at_the_same_time_and_then_drops_the
     now = time.time()
     for me, other in (("a", "b"), ("b", "a")):
         _due(queue, "tests.test_ticks.rendezvous", redis_url, me, other, job_id=f"t-{me}", at=now)
-    mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2)
+    mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2, jobs=TEST_JOBS)
     assert mover.move_due() == 2
     mover.stop()  # waits for the running ticks
     assert queue.connection.exists("ticks-test:met:a", "ticks-test:met:b") == 2
@@ -139,7 +190,7 @@ def test_a_mover_claims_only_as_many_ticks_as_it_has_free_threads(queue: Queue, 
     now = time.time()
     for me in ("a", "b"):
         _due(queue, "tests.test_ticks.hold", redis_url, me, job_id=f"h-{me}", at=now)
-    mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=1)
+    mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=1, jobs=TEST_JOBS)
     assert mover.move_due() == 1 and mover.move_due() == 0  # its one thread is busy
     assert queue.connection.zcard(due_key(queue.name)) == 1  # the other stays due, for anyone free
     queue.connection.rpush("ticks-test:go:a", 1)
@@ -155,7 +206,7 @@ def test_a_tick_that_raises_on_a_movers_thread_is_handed_to_rq(queue: Queue) -> 
     """rq's retries and the watch's failure callback then apply as to any tick."""
     now = time.time()
     _due(queue, "tests.test_ticks.boom", job_id="x-t1", at=now)
-    mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2)
+    mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2, jobs=TEST_JOBS)
     assert mover.move_due() == 1
     mover.stop()
     assert queue.job_ids == ["x-t1"] and queue.connection.zcard(leased_key(queue.name)) == 0
@@ -170,7 +221,7 @@ def test_a_mover_with_threads_claims_what_falls_due_soon_at_once_and_starts_each
     for me, at in (("a", now + AHEAD_SECONDS / 2), ("b", now + AHEAD_SECONDS / 4), ("c", now + 5)):
         _due(queue, "tests.test_ticks.hold", redis_url, me, job_id=f"s-{me}", at=at)
         queue.connection.rpush(f"ticks-test:go:{me}", 1)
-    mover = TickMover(queue.connection, queue, now=lambda: clock[0], threads=4)
+    mover = TickMover(queue.connection, queue, now=lambda: clock[0], threads=4, jobs=TEST_JOBS)
     assert mover.move_due() == 2 and queue.connection.zcard(due_key(queue.name)) == 1
     assert mover.start_due() == 0  # neither is due yet
     clock[0] = now + AHEAD_SECONDS / 4 + 0.001  # (due times are kept to the microsecond)

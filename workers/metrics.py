@@ -71,6 +71,10 @@ MONITOR_RUN_ERRORS = Counter("taubot_monitor_run_errors_total",
                              ["stage"])
 MONITOR_REDIS_DOWN = Counter("taubot_monitor_redis_unreachable_total",
                              "Monitor loops that found Redis unreachable (nothing posted; retried in 2 s)")
+UNTRUSTED_DROPPED = Counter("taubot_untrusted_state_dropped_total",
+                            "State read back from Redis or Slack that failed its checks and was ignored "
+                            "(SPEC §11), by kind: `timed_job`, `cluster_queue_hint`, `log_seen`, "
+                            "`foreign_message`", ["kind"])
 STALLED = Gauge("taubot_stalled_runs", "Runs the monitor sees stalled, by layer", ["layer"],
                 multiprocess_mode="livemax")
 
@@ -138,5 +142,5 @@ def scrape(extra: list[Any] | None = None) -> tuple[bytes, str]:
 __all__ = ["ACK_SECONDS", "AUTO_POSTS", "CARD_WRITES", "COMMANDS", "ESCALATIONS", "JOBS", "JOB_SECONDS",
            "KUBE_REQUESTS", "MONITOR_REDIS_DOWN", "MONITOR_RUN_ERRORS", "MONITOR_STREAMS",
            "MONITOR_STREAM_FAILURES", "MONITOR_STREAM_REQUESTS", "PRESSES", "SLACK_CALLS",
-           "SLACK_RATELIMITED", "STALLED", "TICK_LAG", "WATCH_TICKS", "ActiveWatches", "counted", "scrape",
-           "timed_job"]
+           "SLACK_RATELIMITED", "STALLED", "TICK_LAG", "UNTRUSTED_DROPPED", "WATCH_TICKS", "ActiveWatches",
+           "counted", "scrape", "timed_job"]

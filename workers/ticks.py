@@ -27,6 +27,11 @@ them held.)
 Nothing is lost to a dying worker: a lease it held expires after `LEASE_SECONDS` and the job is due
 again for any mover. A job that runs twice that way (or any stale tick) finds the watch at a later
 tick number and does nothing (`workers/flows/watch.py`).
+
+A member is read back from Redis, so it is untrusted input (SPEC §11): one that does not parse, or
+names a function or failure callback outside `TIMED_JOBS` / `FAILURE_CALLBACKS` (taubot's own timed
+jobs: a watch tick, the chart link of a status card), is removed from the set, never run or queued,
+and counted (`taubot_untrusted_state_dropped_total{kind="timed_job"}`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -46,6 +51,8 @@ from typing import Any
 import redis
 from rq import Callback, Queue, Retry
 from rq.utils import import_attribute
+
+from workers.metrics import UNTRUSTED_DROPPED
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +63,12 @@ CLAIM_EVERY_SECONDS = 0.1  # ... claiming this often (a job scheduled due sooner
 BATCH = 200  # the most jobs one claim takes
 RESULT_TTL_SECONDS = 60
 FAILURE_TTL_SECONDS = 24 * 3600
+# The only functions a timed job may name: what taubot itself schedules with ``exact=``
+# (`workers.flows.watch.TICK_JOB`, `workers.flows.status.LINK_CHARTS_JOB`), and the failure callback
+# of a watch tick (`workers.flows.watch.TICK_FAILURE`). Anything else in the due set was not written
+# by taubot and is dropped.
+TIMED_JOBS = frozenset({"workers.jobs.watch_tick", "workers.jobs.link_charts_job"})
+FAILURE_CALLBACKS = frozenset({"workers.jobs.on_tick_failure"})
 
 # KEYS: due, leased. ARGV: now, lease until, most to claim, claim those due up to. Puts expired
 # leases back (due now), claims the due members (with their due times), and answers them with the
@@ -162,7 +175,9 @@ class TickMover:
     can run; the rest stay due for another worker's mover."""
 
     def __init__(self, conn: redis.Redis, queue: Queue, *, now: Callable[[], float] = time.time,
-                 threads: int = 0, after_tick: Callable[[], None] | None = None) -> None:
+                 threads: int = 0, after_tick: Callable[[], None] | None = None,
+                 jobs: Collection[str] = TIMED_JOBS,
+                 failure_callbacks: Collection[str] = FAILURE_CALLBACKS) -> None:
         # A client of its own: the worker's connection pool is not shared with a thread that may
         # hold one of its connections while the worker forks a work horse.
         conn = redis.Redis(connection_pool=redis.ConnectionPool(**conn.connection_pool.connection_kwargs))
@@ -175,6 +190,7 @@ class TickMover:
         self._thread: threading.Thread | None = None
         self.threads = threads
         self.after_tick = after_tick
+        self.jobs, self.failure_callbacks = frozenset(jobs), frozenset(failure_callbacks)
         self._runner = ThreadPoolExecutor(threads, thread_name_prefix="taubot-tick") if threads > 0 else None
         self._held: list[tuple[float, int, TimedJob, bytes | str]] = []  # claimed ahead, by due time
         self._seq = itertools.count()
@@ -192,10 +208,8 @@ class TickMover:
             repr(now), repr(now + LEASE_SECONDS), max(0, batch), repr(now + ahead)])
         self._next_due = float(first) if first not in (b"", "", None) else None
         for member, due in zip(claimed[::2], claimed[1::2], strict=True):
-            try:
-                job = TimedJob.parse(member)
-            except (ValueError, KeyError, TypeError) as exc:  # not ours: drop it rather than retry it forever
-                log.warning("dropped a malformed timed job (%s)", type(exc).__name__)
+            job = self._trusted(member)
+            if job is None:  # not ours: drop it rather than run it, or retry it forever
                 self.conn.zrem(self.leased, member)
                 continue
             if self._runner is not None:
@@ -206,6 +220,23 @@ class TickMover:
                 self._enqueue(job, member)
         self.start_due()
         return len(claimed) // 2
+
+    def _trusted(self, member: bytes | str) -> TimedJob | None:
+        """The claimed member as a job, if it parses and names one of taubot's own timed jobs (and
+        failure callbacks); else None, counted."""
+        try:
+            job = TimedJob.parse(member)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("dropped a malformed timed job (%s)", type(exc).__name__)
+            UNTRUSTED_DROPPED.labels("timed_job").inc()
+            return None
+        named = job.job if isinstance(job.job, str) else None
+        callback = job.on_failure if isinstance(job.on_failure, str) or job.on_failure is None else ""
+        if named not in self.jobs or (callback is not None and callback not in self.failure_callbacks):
+            log.warning("dropped timed job %r: it names a function taubot does not schedule", job.id[:80])
+            UNTRUSTED_DROPPED.labels("timed_job").inc()
+            return None
+        return job
 
     def start_due(self) -> int:
         """Hand each held job whose time has come to a thread; how many started."""
@@ -315,5 +346,5 @@ class TickMover:
         self.conn.close()
 
 
-__all__ = ["AHEAD_SECONDS", "CLAIM_EVERY_SECONDS", "LEASE_SECONDS", "TickMover", "TimedJob", "cancel",
-           "due_key", "leased_key", "schedule"]
+__all__ = ["AHEAD_SECONDS", "CLAIM_EVERY_SECONDS", "FAILURE_CALLBACKS", "LEASE_SECONDS", "TIMED_JOBS",
+           "TickMover", "TimedJob", "cancel", "due_key", "leased_key", "schedule"]
