@@ -10,10 +10,12 @@ refuses a wrong value at install, and every TAUBOT_* variable in step with
 
 from __future__ import annotations
 
+import base64
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import helm_python as helm  # helm-python-sdk, in the test extras: a missing one fails, never skips
 import pytest
@@ -104,7 +106,7 @@ def test_lint_passes_with_values_and_the_object_list(minimal: list[dict[str, Any
         "ClusterRole/taubot-stall-monitor", "RoleBinding/taubot-stall-monitor", "RoleBinding/taubot-stall-monitor",
         "Deployment/taubot-bot", "Deployment/taubot-worker", "Deployment/taubot-monitor",
         "Ingress/taubot-bot", "NetworkPolicy/taubot", "NetworkPolicy/taubot-redis",
-        "StatefulSet/taubot-redis", "Service/taubot-redis",
+        "StatefulSet/taubot-redis", "Service/taubot-redis", "Secret/taubot-redis",
         "PodDisruptionBudget/taubot-bot", "PodDisruptionBudget/taubot-worker", "PodDisruptionBudget/taubot-monitor",
         "Service/taubot-bot", "Service/taubot-metrics",
         "ServiceAccount/taubot-bot", "ServiceAccount/taubot-worker", "ServiceAccount/taubot-monitor",
@@ -170,7 +172,7 @@ def test_bundled_redis_is_append_only_on_a_volume_and_only_taubot_reaches_it(
     [claim] = redis["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data" and claim["spec"]["resources"]["requests"]["storage"] == "8Gi"
     assert redis["spec"]["serviceName"] == "taubot-redis" and "taubot-redis" in by_kind(minimal, "Service")
-    url = f"redis://taubot-redis.{NS}.svc:6379/0"
+    url = f"redis://:$(TAUBOT_REDIS_PASSWORD)@taubot-redis.{NS}.svc:6379/0"
     assert {_env(spec)["TAUBOT_REDIS_URL"] for spec in containers(minimal).values()} == {url}
     policy = by_kind(minimal, "NetworkPolicy")["taubot-redis"]
     [rule] = policy["spec"]["ingress"]
@@ -300,7 +302,7 @@ def test_secrets_are_files_and_every_variable_is_a_setting(minimal: list[dict[st
                                                            full: list[dict[str, Any]]) -> None:
     known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
     known |= {name + "_FILE" for name in known} | {"TAUBOT_LOG_FORMAT"}
-    known |= PENDING_SETTINGS
+    known |= PENDING_SETTINGS | {"TAUBOT_REDIS_PASSWORD"}  # the chart's: expanded into TAUBOT_REDIS_URL
     for docs in (minimal, full):
         for name, spec in containers(docs).items():
             env = _env(spec)
@@ -448,3 +450,102 @@ def test_half_an_mlflow_configuration_fails_at_install(mlflow: dict[str, Any], s
     with pytest.raises(helm.HelmError) as failed:
         render({**MINIMAL, "mlflow": mlflow})
     assert said in str(failed.value)
+
+
+def _redis_password_ref(spec: dict[str, Any]) -> dict[str, str]:
+    """The secretKeyRef TAUBOT_REDIS_PASSWORD comes from, which must precede the URL expanding it."""
+    env = spec["containers"][0]["env"]
+    names = [e["name"] for e in env]
+    assert names.index("TAUBOT_REDIS_PASSWORD") < names.index("TAUBOT_REDIS_URL")
+    [entry] = [e for e in env if e["name"] == "TAUBOT_REDIS_PASSWORD"]
+    assert "value" not in entry
+    return entry["valueFrom"]["secretKeyRef"]
+
+
+def _redis_server(docs: list[dict[str, Any]]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    [redis] = by_kind(docs, "StatefulSet").values()
+    [container] = redis["spec"]["template"]["spec"]["containers"]
+    return container["command"], {e["name"]: e for e in container["env"]}
+
+
+def test_bundled_redis_requires_a_generated_password_by_default(minimal: list[dict[str, Any]]) -> None:
+    command, env = _redis_server(minimal)
+    assert command[command.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    assert command[command.index("--protected-mode") + 1] == "yes"
+    ref = {"name": "taubot-redis", "key": "password"}
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == ref
+    assert env["REDISCLI_AUTH"]["valueFrom"]["secretKeyRef"] == ref  # the probes' redis-cli ping
+    secret = by_kind(minimal, "Secret")["taubot-redis"]
+    password = base64.b64decode(secret["data"]["password"]).decode()
+    assert len(password) == 32 and password.isalnum()
+    for name, spec in containers(minimal).items():
+        assert _redis_password_ref(spec) == ref, name
+        assert _env(spec)["TAUBOT_REDIS_URL"].startswith("redis://:$(TAUBOT_REDIS_PASSWORD)@")
+    # Kubernetes' expansion gives a URL the settings accept, with the password redis-py sends.
+    url = _env(containers(minimal)["taubot-worker"])["TAUBOT_REDIS_URL"].replace("$(TAUBOT_REDIS_PASSWORD)", password)
+    assert urlsplit(Settings(redis_url=url).redis_url).password == password
+
+
+def test_an_existing_secret_replaces_the_generated_password() -> None:
+    values = {**MINIMAL, "redis": {"auth": {"existingSecret": "platform-redis", "existingSecretPasswordKey": "pw"}}}
+    docs = render(values)
+    assert "taubot-redis" not in by_kind(docs, "Secret")
+    command, env = _redis_server(docs)
+    assert "--requirepass" in command
+    ref = {"name": "platform-redis", "key": "pw"}
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"] == ref
+    assert {name: _redis_password_ref(spec) for name, spec in containers(docs).items()} == {
+        name: ref for name in ("taubot-bot", "taubot-worker", "taubot-monitor")}
+    assert helm.lint(str(CHART), values=values, strict=True, namespace=NS)["errors"] == []
+
+
+def test_the_platforms_redis_takes_tls_and_a_password_from_a_secret() -> None:
+    values = {**MINIMAL, "redis": {"enabled": False, "url": "rediss://redis.platform.svc:6380/1",
+                                   "auth": {"existingSecret": "platform-redis"}}}
+    docs = render(values)
+    assert not by_kind(docs, "StatefulSet") and not by_kind(docs, "Secret")
+    for name, spec in containers(docs).items():
+        assert _redis_password_ref(spec) == {"name": "platform-redis", "key": "password"}, name
+        assert _env(spec)["TAUBOT_REDIS_URL"] == "rediss://:$(TAUBOT_REDIS_PASSWORD)@redis.platform.svc:6380/1"
+    plain = containers(render({**MINIMAL, "redis": {"enabled": False, "url": "rediss://redis.platform.svc:6380/1"}}))
+    assert all("TAUBOT_REDIS_PASSWORD" not in _env(spec) for spec in plain.values())
+    with pytest.raises(helm.HelmError) as failed:
+        render({**MINIMAL, "redis": {"enabled": False, "url": "redis://:old@redis.platform.svc:6379/0",
+                                     "auth": {"existingSecret": "platform-redis"}}})
+    assert "with no password in it" in str(failed.value)
+    with pytest.raises(helm.HelmError) as failed:
+        render({**MINIMAL, "redis": {"enabled": False, "urlSecret": {"name": "taubot-redis"},
+                                     "auth": {"existingSecret": "platform-redis"}}})
+    assert "exclusive" in str(failed.value)
+
+
+@pytest.mark.parametrize("mode", ["http", "socket"])
+@pytest.mark.parametrize("base", [MINIMAL, FULL], ids=["minimal", "full"])
+def test_every_network_policy_ingress_rule_names_who_may_connect(base: dict[str, Any], mode: str) -> None:
+    docs = render({**base, "bot": {"replicas": 1, "mode": mode}})
+    policies = by_kind(docs, "NetworkPolicy")
+    assert policies
+    for name, policy in policies.items():
+        for rule in policy["spec"].get("ingress", []):
+            assert rule.get("from"), (name, rule)
+    ports = {p["port"]: rule["from"] for rule in policies["taubot"]["spec"]["ingress"] for p in rule["ports"]}
+    assert ports["metrics"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}}}]
+    if mode == "socket":
+        assert set(ports) == {"metrics"}  # no rule at all for a port nobody calls
+    else:
+        assert ports["http"] == [{"namespaceSelector": {"matchLabels": {
+            "kubernetes.io/metadata.name": "ingress-nginx"}}}]
+
+
+def test_network_policy_peers_come_from_values() -> None:
+    controller = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}},
+                   "podSelector": {"matchLabels": {"app.kubernetes.io/name": "traefik"}}}]
+    prometheus = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    docs = render({**MINIMAL, "networkPolicy": {"botFrom": controller, "metricsFrom": prometheus}})
+    ports = {p["port"]: rule["from"] for rule in by_kind(docs, "NetworkPolicy")["taubot"]["spec"]["ingress"]
+             for p in rule["ports"]}
+    assert ports == {"http": controller, "metrics": prometheus}
+    with pytest.raises(helm.HelmError) as failed:
+        render({**MINIMAL, "networkPolicy": {"botFrom": []}})
+    assert "networkPolicy.botFrom must name who may reach the bot's port" in str(failed.value)
+    render({**MINIMAL, "bot": {"replicas": 1, "mode": "socket"}, "networkPolicy": {"botFrom": []}})  # unused there

@@ -43,8 +43,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
-Environment of every process. Secrets are files (TAUBOT_*_FILE), never env
-values, so they stay out of `kubectl describe` and child processes.
+Environment of every process. Secrets are files (TAUBOT_*_FILE), not env values, so they
+stay out of `kubectl describe` and child processes; the Redis password alone is an env
+value (from a secretKeyRef), expanded into TAUBOT_REDIS_URL.
 */}}
 {{- define "taubot.env" -}}
 - name: TAUBOT_WORKSPACES_DIR
@@ -59,10 +60,20 @@ values, so they stay out of `kubectl describe` and child processes.
 # Prometheus come from outside it (the NetworkPolicy admits them on the metrics port only).
 - name: TAUBOT_METRICS_HOST
   value: "0.0.0.0"
+{{- $redisAuth := include "taubot.redisAuth" . }}{{/* also refuses auth.existingSecret beside urlSecret */}}
 {{- if and (not .Values.redis.enabled) .Values.redis.urlSecret.name }}
 - name: TAUBOT_REDIS_URL_FILE
   value: /run/secrets/taubot-redis/{{ .Values.redis.urlSecret.key }}
 {{- else }}
+{{- if $redisAuth }}
+# The one secret in the environment: Kubernetes expands $(TAUBOT_REDIS_PASSWORD) into the URL
+# below, so `kubectl describe` shows only the reference.
+- name: TAUBOT_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "taubot.redisSecretName" . }}
+      key: {{ include "taubot.redisSecretKey" . }}
+{{- end }}
 - name: TAUBOT_REDIS_URL
   value: {{ include "taubot.redisUrl" . | quote }}
 {{- end }}
@@ -249,13 +260,48 @@ identity values, whose schema the chart does not repeat).
 {{- $names | uniq | sortAlpha | toJson -}}
 {{- end -}}
 
-{{/* The Redis URL every process uses: the bundled StatefulSet's Service, or redis.url. */}}
+{{/*
+The Redis URL every process uses: the bundled StatefulSet's Service, or redis.url. With a
+password (always for the bundled Redis; redis.auth.existingSecret for the platform's) it
+carries $(TAUBOT_REDIS_PASSWORD), which Kubernetes expands from the Secret.
+*/}}
 {{- define "taubot.redisUrl" -}}
 {{- if .Values.redis.enabled -}}
-{{- printf "redis://%s-redis.%s.svc:6379/0" (include "taubot.fullname" .) .Release.Namespace -}}
+{{- printf "redis://:$(TAUBOT_REDIS_PASSWORD)@%s-redis.%s.svc:6379/0" (include "taubot.fullname" .) .Release.Namespace -}}
+{{- else if include "taubot.redisAuth" . -}}
+{{- $url := .Values.redis.url -}}
+{{- if not (regexMatch "^rediss?://[^@/]+(/.*)?$" $url) -}}
+{{- fail "redis.auth.existingSecret needs redis.url as redis://host:port/db or rediss://host:port/db with no password in it (the chart adds the Secret's)" -}}
+{{- end -}}
+{{- $parts := splitn "://" 2 $url -}}
+{{- printf "%s://:$(TAUBOT_REDIS_PASSWORD)@%s" $parts._0 $parts._1 -}}
 {{- else -}}
 {{- .Values.redis.url -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Non-empty when the processes get a Redis password from a Secret. */}}
+{{- define "taubot.redisAuth" -}}
+{{- $auth := .Values.redis.auth | default dict -}}
+{{- if .Values.redis.enabled -}}
+true
+{{- else if $auth.existingSecret -}}
+{{- if .Values.redis.urlSecret.name -}}
+{{- fail "redis.auth.existingSecret and redis.urlSecret are exclusive: a URL from a Secret carries its own password" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the Redis password: redis.auth.existingSecret, or the one the chart generates. */}}
+{{- define "taubot.redisSecretName" -}}
+{{- $auth := .Values.redis.auth | default dict -}}
+{{- $auth.existingSecret | default (printf "%s-redis" (include "taubot.fullname" .)) -}}
+{{- end -}}
+
+{{- define "taubot.redisSecretKey" -}}
+{{- $auth := .Values.redis.auth | default dict -}}
+{{- if $auth.existingSecret -}}{{- $auth.existingSecretPasswordKey | default "password" -}}{{- else -}}password{{- end -}}
 {{- end -}}
 
 {{- define "taubot.redisSelectorLabels" -}}
