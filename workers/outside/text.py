@@ -64,7 +64,8 @@ class Outside(str):
     __slots__ = ()
 
     @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+    def __get_pydantic_core_schema__(cls, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
         """As a pydantic field: whatever is assigned goes through the door on the way in."""
         return core_schema.no_info_plain_validator_function(
             _validated, json_schema_input_schema=core_schema.str_schema(),
@@ -105,7 +106,8 @@ def _redacted(stripped: str) -> str:
     lines = stripped.split("\n")
     joined = _joined_secrets(lines)
     if any(joined):
-        lines = [replace(line, sorted(marks)) if marks else line for line, marks in zip(lines, joined, strict=True)]
+        lines = [replace(line, sorted(marks)) if marks else line
+                 for line, marks in zip(lines, joined, strict=True)]
     return redact("\n".join(lines))
 
 
