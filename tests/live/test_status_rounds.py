@@ -206,3 +206,34 @@ async def test_a_first_status_after_the_monitor_shared_the_local_queues_cluster_
         assert emu.rounds() <= 2, rounds_of(requests)
         assert all(r.header_values("Impersonate-User") == [ALICE.user] for r in requests)
     shared.close()
+
+
+async def test_a_hostile_cluster_queue_hint_is_ignored_counted_and_the_status_still_answers(
+        tmp_path: Path, redis_url: str) -> None:
+    """SPEC §11: the hint is read back from Redis. One that is not a ClusterQueue's name (bytes
+    that are not UTF-8, a path, a huge string) is ignored and counted: the status learns the
+    ClusterQueue from the user's own LocalQueue read, and no request names the hint."""
+    from redis import Redis
+
+    from workers.collect.queue import CLUSTER_QUEUE_NAMES, shared_key
+    from workers.metrics import UNTRUSTED_DROPPED
+
+    shared = Redis.from_url(redis_url)
+    job = k8s.job("llama-ft-7b", suspend=True)
+    objects = [*workspace_objects(), job, k8s.workload(job, state="pending")]
+    for hostile in (b"\xff\xfe not utf-8", b"../../../api/v1/namespaces/kube-system/secrets", b"a" * 100_000):
+        async with KubeEmulator(objects, latency=LATENCY) as emu:
+            write_descriptor(tmp_path, emu.base_url)
+            [ws] = [d.descriptor for d in load_descriptors(tmp_path).descriptors]
+            [lq] = [o for o in objects if o["kind"] == "LocalQueue"]
+            shared.set(shared_key(ws.cluster_target().model_dump_json(), ws.spec.namespace,
+                                  lq["metadata"]["name"]), hostile)
+            CLUSTER_QUEUE_NAMES._names.clear()  # a process that never read the LocalQueue
+            before = UNTRUSTED_DROPPED.labels("cluster_queue_hint")._value.get()
+            d = (await diagnose_live(load_descriptors(tmp_path), run="llama-ft-7b", identity=ALICE, now=NOW,
+                                     workspace="vision", seen=shared)).diagnosis
+            assert d.contract()["queue_position"]["cluster_queue"] == "cluster-queue"
+            assert UNTRUSTED_DROPPED.labels("cluster_queue_hint")._value.get() == before + 1
+            assert not any("secrets" in r.path or "aaaa" in r.path for r in emu.requests)
+            assert all(r.header_values("Impersonate-User") == [ALICE.user] for r in emu.requests)
+    shared.close()

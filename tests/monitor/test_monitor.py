@@ -421,10 +421,10 @@ def test_cluster_wide_streams_keep_only_the_watched_namespaces_stripped(env: Env
 def test_a_sweep_shares_each_workspaces_local_queue_cluster_queue_for_the_workers_statuses(env: Env) -> None:
     """Issue 28: the monitor's cache holds the LocalQueues; their ClusterQueues go to Redis as the
     workers' hints, so a deployment's first status of a waiting run needs no round to learn one."""
-    from workers.collect.queue import ClusterQueueNames
+    from workers.collect.queue import shared_key
 
     env.sweep()
     for connection in env.services.registry.descriptors:
         ws = connection.descriptor
-        key = ClusterQueueNames._shared_key((ws.cluster_target().model_dump_json(), ws.spec.namespace, "team-a"))
+        key = shared_key(ws.cluster_target().model_dump_json(), ws.spec.namespace, "team-a")
         assert env.services.redis.get(key) == b"cluster-queue", ws.spec.namespace

@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,6 +41,9 @@ from workers.diagnosis.queue_position import (
     workload_key,
 )
 from workers.kube.reader import KubeReader, ReadError, resource_path
+from workers.metrics import UNTRUSTED_DROPPED
+
+log = logging.getLogger(__name__)
 
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 # Newest first: v1beta1 is served by every Kueue since v0.9; v1alpha1 by v0.6–v0.9.
@@ -90,16 +95,14 @@ class ClusterQueueNames:
 
     The hint is also kept in Redis (``shared``, a day), so a worker's first status of a waiting run
     — a fresh process, another replica — has it too: only a deployment's very first read of a
-    LocalQueue pays the round that learns it.
+    LocalQueue pays the round that learns it. What Redis answers is untrusted (SPEC §11): a hint
+    that is not a ClusterQueue's name (`valid_name`) is ignored and counted
+    (``taubot_untrusted_state_dropped_total{kind="cluster_queue_hint"}``), never read from.
     """
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._names: OrderedDict[tuple[str, str, str], str] = OrderedDict()
-
-    @staticmethod
-    def _shared_key(key: tuple[str, str, str]) -> str:
-        return SHARED_KEY + hashlib.sha256("\0".join(key).encode()).hexdigest()[:32]
 
     def get(self, cluster: str, namespace: str, local_queue: str, *,
             shared: SharedHints | None = None) -> str | None:
@@ -110,23 +113,31 @@ class ClusterQueueNames:
         if known is not None or shared is None:
             return known
         try:
-            raw = shared.get(self._shared_key(key))
+            raw = shared.get(shared_key(*key))
         except Exception:  # noqa: BLE001 - Redis away: no hint, one more round
             return None
-        named = raw.decode() if isinstance(raw, bytes) else raw
-        if named:
-            self._remember(key, named)
-        return named or None
+        if raw is None or raw in (b"", ""):
+            return None
+        try:
+            named = raw.decode() if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError:
+            named = None
+        if not isinstance(named, str) or not valid_name(named):
+            log.warning("ignored a malformed ClusterQueue hint for LocalQueue %r", local_queue[:80])
+            UNTRUSTED_DROPPED.labels("cluster_queue_hint").inc()
+            return None
+        self._remember(key, named)
+        return named
 
     def learn(self, cluster: str, namespace: str, local_queue: str, read: QueueRead, *,
               shared: SharedHints | None = None) -> None:
         named = (read.queue_object.get("spec") or {}).get("clusterQueue") \
             if isinstance(read.queue_object, dict) else None
         key = (cluster, namespace, local_queue)
-        if isinstance(named, str) and named:
+        if isinstance(named, str) and valid_name(named):
             if shared is not None and self._names.get(key) != named:
                 try:
-                    shared.set(self._shared_key(key), named, ex=SHARED_TTL_SECONDS)
+                    shared.set(shared_key(*key), named, ex=SHARED_TTL_SECONDS)
                 except Exception:  # noqa: BLE001 - a hint not shared costs a round elsewhere, nothing else
                     pass
             self._remember(key, named)
@@ -134,7 +145,7 @@ class ClusterQueueNames:
             self._names.pop(key, None)
             if shared is not None:
                 with contextlib.suppress(Exception):  # an empty hint is none
-                    shared.set(self._shared_key(key), "", ex=SHARED_TTL_SECONDS)
+                    shared.set(shared_key(*key), "", ex=SHARED_TTL_SECONDS)
 
     def _remember(self, key: tuple[str, str, str], named: str) -> None:
         self._names[key] = named
@@ -153,6 +164,18 @@ class SharedHints(Protocol):
 
 SHARED_KEY = "taubot:cq-of:"  # + a digest of (cluster, namespace, LocalQueue): the ClusterQueue's name
 SHARED_TTL_SECONDS = 24 * 3600
+# A Kubernetes object name (a DNS-1123 subdomain, as Kueue's ClusterQueue names are).
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` can be a ClusterQueue's name: a hint that is not is never read from."""
+    return len(name) <= 253 and _NAME.fullmatch(name) is not None
+
+
+def shared_key(cluster: str, namespace: str, local_queue: str) -> str:
+    """The Redis key of a LocalQueue's ClusterQueue hint, shared by the monitor and every worker."""
+    return SHARED_KEY + hashlib.sha256("\0".join((cluster, namespace, local_queue)).encode()).hexdigest()[:32]
 
 
 def share_cluster_queues(conn: Any, cluster: str, namespace: str, local_queues: list[dict]) -> int:
@@ -167,9 +190,8 @@ def share_cluster_queues(conn: Any, cluster: str, namespace: str, local_queues: 
         for lq in local_queues:
             name = (lq.get("metadata") or {}).get("name")
             named = (lq.get("spec") or {}).get("clusterQueue")
-            if isinstance(name, str) and name and isinstance(named, str) and named:
-                key = ClusterQueueNames._shared_key((cluster, namespace, name))
-                pipe.set(key, named, ex=SHARED_TTL_SECONDS)
+            if isinstance(name, str) and name and isinstance(named, str) and valid_name(named):
+                pipe.set(shared_key(cluster, namespace, name), named, ex=SHARED_TTL_SECONDS)
                 written += 1
         if written:
             pipe.execute()
@@ -374,4 +396,4 @@ def meta_name(obj: dict) -> str:
 
 
 __all__ = ["MAX_AHEAD_READS", "QueueMemo", "QueueRead", "VISIBILITY_VERSIONS", "position_from", "read_queue",
-           "unserved", "workload_version"]
+           "shared_key", "unserved", "valid_name", "workload_version"]
