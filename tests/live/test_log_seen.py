@@ -53,3 +53,33 @@ def test_a_log_that_moved_between_reads_is_progress_and_redis_down_keeps_the_tim
     assert read.unchanged_since == later and _judge(read, later).state.value == "active"
     down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)  # nothing listens on port 1
     assert remember(down, "uid-3", LogEvidence(lines=HUNG), later).unchanged_since is None
+
+
+def test_a_future_or_malformed_first_sighting_is_ignored_counted_and_the_stall_still_found(
+        redis_url: str) -> None:
+    """SPEC §11: the record is read back from Redis. One dated after the caller's clock (which would
+    hold off the stall until then) or not a record at all is ignored and counted, replaced by this
+    read's: 25 minutes later the unchanged log is a stall."""
+    import json
+
+    from workers.collect.logs.seen import KEY, _digest
+    from workers.metrics import UNTRUSTED_DROPPED
+
+    conn = redis.Redis.from_url(redis_url)
+    logs = LogEvidence(lines=HUNG, source="ray-dashboard")
+    forged = [json.dumps({"digest": _digest(logs), "at": (NOW + timedelta(days=365)).isoformat()}),
+              json.dumps({"digest": _digest(logs), "at": "yesterday"}),
+              json.dumps({"digest": _digest(logs), "at": NOW.replace(tzinfo=None).isoformat()}),
+              json.dumps(["not", "a", "record"]), b"\xff\xfe"]
+    for n, record in enumerate(forged):
+        uid = f"uid-forged-{n}"
+        conn.set(KEY + uid, record)
+        before = UNTRUSTED_DROPPED.labels("log_seen")._value.get()
+        first = remember(conn, uid, logs, NOW)
+        assert first.unchanged_since is None, record  # as on a first read: the time is unknown
+        assert UNTRUSTED_DROPPED.labels("log_seen")._value.get() == before + 1
+        later = NOW + timedelta(minutes=25)
+        second = remember(conn, uid, logs, later)
+        assert second.unchanged_since == NOW
+        check = _judge(second, later)
+        assert (check.state.value, check.reason) == ("warning", "progress.stalled"), record
