@@ -220,12 +220,25 @@ def spans(text: str) -> list[tuple[int, int]]:
     for rule in RULES:
         if rule.words and not any(word in lower for word in rule.words):
             continue
-        for match in rule.pattern.finditer(text):
-            start, end = match.span(rule.group)
-            if start >= 0 and end > start:
-                found.append((start, end))
+        _matched(rule, text, found)
     found.extend(_base64_spans(text))
     return _merged(found)
+
+
+MAX_MATCHES = 2_000  # secrets of one rule in one text; past that the rest of the text is withheld
+
+
+def _matched(rule: Rule, text: str, found: list[tuple[int, int]]) -> None:
+    """Append ``rule``'s secret spans in ``text``. A text holding more than `MAX_MATCHES` of
+    them is hostile (or a dump of secrets): the rest of it goes whole, so the work stays bounded
+    by a constant per character, not per match."""
+    for count, match in enumerate(rule.pattern.finditer(text)):
+        start, end = match.span(rule.group)
+        if count >= MAX_MATCHES:
+            found.append((match.start(), len(text)))
+            return
+        if start >= 0 and end > start:
+            found.append((start, end))
 
 
 def _base64_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -249,10 +262,7 @@ def _plain_spans(text: str) -> list[tuple[int, int]]:
     for rule in RULES:
         if rule.words and not any(word in lower for word in rule.words):
             continue
-        for match in rule.pattern.finditer(text):
-            start, end = match.span(rule.group)
-            if start >= 0 and end > start:
-                found.append((start, end))
+        _matched(rule, text, found)
     return found
 
 
