@@ -10,6 +10,7 @@ Lightning's `max_steps=M`), when the lines carry no times, or when the run is no
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
@@ -18,6 +19,12 @@ from .progress import Progress
 
 WINDOW_SECONDS = 600  # the rate is over the last ten minutes of timed progress lines
 MIN_SPAN_SECONDS = 1.0
+MAX_REMAINING_SECONDS = 100 * 365.25 * 86400  # beyond it an "expected end" is no date (nor a datetime)
+
+
+def _usable(x: float) -> bool:
+    """A step or total an ETA can compute with (a log may state `inf` or `1e308`, SPEC §11)."""
+    return math.isfinite(x) and abs(x) <= 1e100
 
 
 class Eta(BaseModel):
@@ -40,7 +47,9 @@ def training_eta(progress: Progress, *, progressing: bool) -> Eta:
         return Eta(step=step, total=total, unavailable="the run is not progressing (see Runtime progress)")
     if total is None:
         return Eta(step=step, unavailable="the log states no total step count")
-    timed = [(at, s) for at, s, _loss in progress.points if at is not None and s is not None]
+    if not _usable(total):
+        return Eta(step=step, total=total, unavailable="the log states a total step count no ETA can use")
+    timed = [(at, s) for at, s, _loss in progress.points if at is not None and s is not None and _usable(s)]
     if len(timed) < 2:
         return Eta(step=step, total=total, unavailable="too few timed progress lines for a rate")
     last_at, last_step = timed[-1]
@@ -52,6 +61,9 @@ def training_eta(progress: Progress, *, progressing: bool) -> Eta:
                    unavailable="no measurable rate in the last window (the lines share one time)")
     rate = (last_step - first_step) / span
     remaining = max(total - last_step, 0.0) / rate
+    if not math.isfinite(remaining) or remaining > MAX_REMAINING_SECONDS:
+        return Eta(step=last_step, total=total, steps_per_second=rate, window_seconds=span,
+                   unavailable="at the measured rate the run would not end within 100 years")
     return Eta(step=last_step, total=total, steps_per_second=rate, window_seconds=span,
                remaining_seconds=remaining, expected_end=last_at + timedelta(seconds=remaining))
 

@@ -21,6 +21,7 @@ when progress was last seen, the last checkpoint, and the signature found.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from collections.abc import Iterable
@@ -239,7 +240,7 @@ class Progress:
 
     def trend(self) -> str | None:
         """falling / rising / flat over the last points (at least 3), or None."""
-        points = [x for x in self.losses[-10:] if x == x and abs(x) != float("inf")]
+        points = [x for x in self.losses[-10:] if usable(x)]
         if len(points) < 3:
             return None
         half = len(points) // 2
@@ -247,6 +248,15 @@ class Progress:
         if abs(after - before) <= 0.01 * max(abs(before), 1e-9):
             return "flat"
         return "falling" if after < before else "rising"
+
+
+USABLE_LIMIT = 1e100  # beyond it a loss is stated (as the log said) but not averaged or scaled
+
+
+def usable(x: float) -> bool:
+    """A value the trend and the sparkline compute with: finite and within ±1e100 (a log may say
+    `nan`, `inf` or `1.7e308`; sums and ranges of those overflow, SPEC §11)."""
+    return math.isfinite(x) and abs(x) <= USABLE_LIMIT
 
 
 def _number(text: str | None) -> float | None:
@@ -453,7 +463,7 @@ def _root_cause(exceptions: list[tuple[datetime | None, str, str]], tail: list[_
 
 def sparkline(values: list[float]) -> str:
     """▁▂▃▅▇ of the last points (at least 5), scaled to their own range."""
-    points = [v for v in values if v == v and abs(v) != float("inf")][-20:]
+    points = [v for v in values if usable(v)][-20:]
     if len(points) < 5:
         return ""
     bars = "▁▂▃▄▅▆▇█"

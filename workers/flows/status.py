@@ -33,7 +33,7 @@ from workers.escalation_offers import handoff_gap, offer_escalation
 from workers.operator_access import may_see_operator_hints
 from workers.posted_cards import PostedCard, render
 from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card, render_details
-from workers.render.charts import gpu_strip, loss_chart
+from workers.render.charts import gpu_strip, left_out, left_out_text, loss_chart
 from workers.render.mrkdwn import code
 from workers.render.slots import ChartLink, ChartsSlot
 from workers.services import Services
@@ -121,17 +121,23 @@ def deliver(services: Services, request: CommandRequest, parent_ts: str | None, 
     return posted
 
 
-def pictures(live: RunReport) -> list[tuple[str, str, Callable[[], bytes | None]]]:
-    """(what, filename, draw) of the status's pictures: the loss curve (with the learning rate
-    beside it when the log gives one) and, with `--run-profile`, the per-GPU utilisation strip.
+Picture = tuple[str, str, Callable[[], bytes | None], list[tuple[str, list[float]]]]
+
+
+def pictures(live: RunReport) -> list[Picture]:
+    """(what, filename, draw, left out) of the status's pictures: the loss curve (with the learning
+    rate beside it when the log gives one) and, with `--run-profile`, the per-GPU utilisation
+    strip; ``left out``: (which curve, its values no chart can draw: NaN, ±inf, beyond ±1e100).
     Drawn only when called: the card does not wait for matplotlib."""
     d = live.diagnosis
     run = d.run.name
-    out: list[tuple[str, str, Callable[[], bytes | None]]] = [
-        ("loss curve", f"{run}-loss.png", lambda: loss_chart(d.loss_curve, run, lr_curve=d.lr_curve))]
+    omitted = [("loss curve", left_out(d.loss_curve)), ("learning-rate curve", left_out(d.lr_curve))]
+    out: list[Picture] = [
+        ("loss curve", f"{run}-loss.png", lambda: loss_chart(d.loss_curve, run, lr_curve=d.lr_curve),
+         [(what, values) for what, values in omitted if values])]
     if live.profile is not None:
         utilization = live.profile.per_gpu_utilization
-        out.append(("GPU utilisation strip", f"{run}-gpus.png", lambda: gpu_strip(utilization, run)))
+        out.append(("GPU utilisation strip", f"{run}-gpus.png", lambda: gpu_strip(utilization, run), []))
     return out
 
 
@@ -141,12 +147,23 @@ _UNSAFE = re.compile(r"[<>&\x00-\x1f]")
 def attach_charts(services: Services, channel: str, thread_ts: str, card_ts: str, live: RunReport) -> int:
     """After the card is posted: draw each picture, upload it into the card's thread (files upload
     v2), then edit the card once to link them (the permalink from the upload's answer). A picture
-    that could not be attached says so on the card; the card itself never waited. Returns how
-    many were uploaded."""
+    that could not be attached — or not drawn: a chart's error never turns the posted card into an
+    error card (SPEC §11) — says so on the card and in the thread; values a chart left out are
+    named in the thread. The card itself never waited. Returns how many were uploaded."""
     run = live.diagnosis.run.name
     links: list[ChartLink] = []
-    for what, filename, draw in pictures(live):
-        png = draw()
+    notes: list[str] = []
+    for what, filename, draw, omitted in pictures(live):
+        try:
+            png = draw()
+        except Exception as exc:  # noqa: BLE001 - any drawing error is the chart's, not the card's
+            log.warning("status: could not draw the %s of %s: %r", what, run, exc)
+            reason = _UNSAFE.sub("", type(exc).__name__)[:60]
+            links.append(ChartLink(what=what, failed=f"it could not be drawn: {reason}"))
+            notes.append(f"The {what} could not be drawn ({reason}); the card above stands.")
+            continue
+        notes.extend(left_out_text(curve, values, drawn=png is not None or curve != what)
+                     for curve, values in omitted)
         if png is None:
             continue
         where = services.surface.upload_image(channel, thread_ts, filename, png, f"{run}: {what}")
@@ -157,6 +174,10 @@ def attach_charts(services: Services, channel: str, thread_ts: str, card_ts: str
             links.append(ChartLink(what=what, permalink=where))
         else:
             links.append(ChartLink(what=what, filename=filename))
+    for note in notes:  # our own words and numbers: nothing to escape
+        sent = services.surface.post(channel, note, thread_ts=thread_ts)
+        if isinstance(sent, Failed):
+            log.warning("status: could not say in the thread of %s: %s (%s)", run, note, sent.error)
     if not links:
         return 0
     link_charts(services, channel, card_ts, ChartsSlot(links=tuple(links)), now=services.clock.now())

@@ -16,6 +16,10 @@ from collections.abc import Mapping, Sequence
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 4.5, 100
 LR_HEIGHT_IN = 7.2  # loss above, learning rate below
 MIN_POINTS = 2
+# Beyond this a value is drawn as nothing useful: matplotlib's axis and tick arithmetic overflows
+# (`ValueError: arange: cannot compute length` at 1.7e308) long before a float does (SPEC §11).
+DRAWABLE_LIMIT = 1e100
+LISTED = 5  # the left-out values named in the thread line; the rest are counted
 
 
 def _pyplot():  # noqa: ANN202 - matplotlib.pyplot, loaded on first use
@@ -38,14 +42,41 @@ def _png(fig) -> bytes:  # noqa: ANN001 - a matplotlib Figure
     return buf.getvalue()
 
 
-def _finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
+def drawable(x: float | None) -> bool:
+    """A number a chart can draw: finite and within ±`DRAWABLE_LIMIT`."""
+    return x is not None and math.isfinite(x) and abs(x) <= DRAWABLE_LIMIT
+
+
+def _point_drawable(step: float | None, value: float) -> bool:
+    return drawable(value) and (step is None or drawable(step))
+
+
+def left_out(curve: Sequence[tuple[float | None, float]]) -> list[float]:
+    """The values of a curve a chart leaves out (NaN, ±inf, beyond ±1e100, or at such a step)."""
+    return [v for s, v in curve if not _point_drawable(s, v)]
+
+
+def number_text(x: float) -> str:
+    """A left-out value as a log writes it: `nan`, `inf`, `-inf`, `1.7e308`."""
+    return repr(float(x)).replace("e+", "e")
+
+
+def left_out_text(what: str, values: Sequence[float], *, drawn: bool = True) -> str:
+    """`The loss curve left out 3 values it cannot draw (nan, inf, 1.7e308).` — empty when none
+    were; ``drawn=False`` adds that too few were left to draw it."""
+    if not values:
+        return ""
+    listed = ", ".join(number_text(v) for v in values[:LISTED])
+    more = f" and {len(values) - LISTED} more" if len(values) > LISTED else ""
+    noun = "value" if len(values) == 1 else "values"
+    tail = "" if drawn else "; too few values were left to draw it"
+    return f"The {what} left out {len(values)} {noun} it cannot draw ({listed}{more}){tail}."
 
 
 def _series(curve: Sequence[tuple[float | None, float]]) -> tuple[list[float], list[float], bool]:
-    """(xs, ys, by_step) of a curve's finite points: x is the step, or the line's order when any
-    point has no step."""
-    points = [(s, v) for s, v in curve if _finite(v)]
+    """(xs, ys, by_step) of a curve's drawable points (`drawable`): x is the step, or the line's
+    order when any point has no step."""
+    points = [(s, v) for s, v in curve if _point_drawable(s, v)]
     by_step = bool(points) and all(s is not None for s, _ in points)
     xs = [float(s) if by_step and s is not None else float(i + 1) for i, (s, _) in enumerate(points)]
     return xs, [v for _, v in points], by_step
@@ -59,7 +90,8 @@ def loss_chart(curve: Sequence[tuple[float | None, float]], run: str,
                lr_curve: Sequence[tuple[float | None, float]] = ()) -> bytes | None:
     """The loss against the training step (or the progress line's order when the lines give no
     step), and beneath it, on the same step axis, the learning rate the same lines state; None
-    with fewer than two finite loss points — a single point is no curve. 900×450 px for the loss
+    with fewer than two drawable loss points — a single point is no curve. What cannot be drawn
+    (NaN, ±inf, beyond ±1e100: `left_out`) is left out, never drawn or raised on. 900×450 px for the loss
     alone, 900×720 with the learning rate (each panel keeps Slack-preview-readable text)."""
     xs, losses, by_step = _series(curve)
     if len(xs) < MIN_POINTS:
@@ -90,18 +122,19 @@ def loss_chart(curve: Sequence[tuple[float | None, float]], run: str,
 
 def gpu_strip(utilization: Mapping[str, float | None], run: str) -> bytes | None:
     """One bar per GPU (its utilisation in %, DCGM_FI_DEV_GPU_UTIL at the scrape); a GPU that
-    reported no value is drawn hatched as `no data`, never as 0 %. None without GPUs."""
+    reported no value (or one no bar can draw: NaN, ±inf) is drawn hatched as `no data`, never as
+    0 %. None without GPUs."""
     if not utilization:
         return None
     names = list(utilization)
     values = [utilization[n] for n in names]
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
-    heights = [v if _finite(v) else 100.0 for v in values]
-    colors = ["#2ca02c" if _finite(v) and v >= 50 else "#ff7f0e" if _finite(v) else "none" for v in values]
+    heights = [v if drawable(v) else 100.0 for v in values]
+    colors = ["#2ca02c" if drawable(v) and v >= 50 else "#ff7f0e" if drawable(v) else "none" for v in values]
     bars = ax.bar(range(len(names)), heights, color=colors, edgecolor="#444444")
     for bar, v in zip(bars, values, strict=True):
-        if not _finite(v):
+        if not drawable(v):
             bar.set_hatch("//")
             ax.annotate("no data", (bar.get_x() + bar.get_width() / 2, 50), ha="center", rotation=90)
     ax.set_ylim(0, 100)
@@ -115,4 +148,5 @@ def gpu_strip(utilization: Mapping[str, float | None], run: str) -> bytes | None
     return _png(fig)
 
 
-__all__ = ["gpu_strip", "loss_chart"]
+__all__ = ["DRAWABLE_LIMIT", "drawable", "gpu_strip", "left_out", "left_out_text", "loss_chart",
+           "number_text"]

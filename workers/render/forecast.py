@@ -7,6 +7,7 @@ Only what the facts prove is said: a missing number is left out, a failed read i
 
 from __future__ import annotations
 
+import math
 from datetime import UTC
 
 from workers.diagnosis.eta import Eta
@@ -93,7 +94,10 @@ DURATION_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 
 def duration_text(seconds: float) -> str:
-    """The two largest units: `45 s`, `4 min 36 s`, `3 h 5 min`, `173 d 12 h`."""
+    """The two largest units: `45 s`, `4 min 36 s`, `3 h 5 min`, `173 d 12 h`; `unknown` for a
+    time no clock can state (NaN, ±inf)."""
+    if not math.isfinite(seconds):
+        return "unknown"
     left, parts = max(int(round(seconds)), 0), []
     for unit, size in DURATION_UNITS:
         count, left = divmod(left, size)
