@@ -7,9 +7,11 @@ the press jobs are run as a worker would, with the press's channel and message."
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
-from tests.monitor.test_monitor import VISION, Env, env  # noqa: F401 - `env` is the fixture
+from tests.fixtures import k8s
+from tests.monitor.test_monitor import NOW, VISION, Env, env  # noqa: F401 - `env` is the fixture
 from workers.contracts.identity import Identity
 from workers.contracts.ids import DETAILS_ACTION, MUTE_ACTION
 from workers.contracts.requests import DetailsRequest, MuteRequest
@@ -76,3 +78,35 @@ def test_auto_posts_of_stuck_runs_fit_one_screen_and_details_posts_the_rest(env:
     fits(edit)
     assert "🔕 Auto-posts muted by @U012ALICE until" in text(edit)
     assert DETAILS_ACTION in json.dumps(blocks(edit))  # the edit keeps *Details*
+
+
+# A termination message as a crashed trainer writes it to /dev/termination-log (kubelet copies it
+# into lastState.terminated.message): its last lines, here an env dump with two credentials.
+LEAKY_MESSAGE = ("Traceback (most recent call last):\n  File \"train.py\", line 88, in main\n"
+                 "RuntimeError: login failed with HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\n"
+                 "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+LEAKED = ("hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+
+
+def test_a_crash_loops_termination_message_is_auto_posted_without_its_secrets(env: Env) -> None:  # noqa: F811
+    """Issue 34.1: the monitor reads as the bot, so no one's RBAC gates this text; its post and
+    *Details* carry the crash, never the credentials."""
+    t0 = NOW - timedelta(minutes=45)
+    j = k8s.job("llama-leak", suspend=False, active=1, t0=t0)
+    pod = k8s.job_pod(j, t0=t0, node="gpu-node-2", phase="Running",
+                      containers=[k8s.crash_loop(exit_code=1, reason="Error", message=LEAKY_MESSAGE)])
+    for obj in (j, k8s.workload(j, state="admitted", t0=t0), pod):
+        env.emu.upsert(obj)
+    env.sweep()
+    [post] = [p for p in env.posts(VISION) if "llama-leak" in text(p)]
+    posted = json.dumps(post.params)
+    assert "[redacted]" in posted or "exit 1" in posted.lower()
+    assert [s for s in LEAKED if s in posted] == []
+    key = env.services.settings.button_key()
+    where = {"channel": post.params["channel"], "message_ts": post.response["ts"]}
+    details_id = verify_value(key, button(post, DETAILS_ACTION))
+    assert run_details(env.services, DetailsRequest(record_id=details_id, user="U012ALICE", identity=ALICE,
+                                                    **where)) == "posted"
+    thread = json.dumps(env.fake.thread(VISION, post.response["ts"]))
+    assert "RuntimeError" in thread or "[redacted]" in thread
+    assert [s for s in LEAKED if s in thread] == []
