@@ -13,8 +13,8 @@ from .registry import subcommand
 
 
 def cmd_monitor(args: Any) -> int:
-    from workers.outside.logsafe import install as install_logging
     from workers.monitor.run import run_forever, run_once
+    from workers.outside.logsafe import install as install_logging
     from workers.services import Services, install
     from workers.settings import SettingsError, load_settings
 
