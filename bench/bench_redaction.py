@@ -20,7 +20,8 @@ CASES = {
     "10,000 x a%3A%2F%2F": "a%3A%2F%2F" * 10_000,
     "1 MB of 'password=' keys": "password=x " * 95_000,
     "1 MB line of base64": "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * 30_000,
-    "100 kB hostile mixed line": ("https://a:b" * 3000 + "%40" * 3000 + "eyJ" * 3000 + "xoxb-" * 3000)[:100_000],
+    "100 kB hostile mixed line": ("https://a:b" * 3000 + "%40" * 3000 + "eyJ" * 3000
+                                  + "xoxb-" * 3000)[:100_000],
 }
 
 
@@ -36,7 +37,8 @@ def _best(fn, repeat: int = 5) -> float:
 def main() -> None:
     for name, text in CASES.items():
         best, median = _best(lambda t=text: outside(t, limit=len(t) + 1))
-        print(f"redaction: {name} ({len(text):,} chars): best {best * 1000:.1f} ms, median {median * 1000:.1f} ms")
+        print(f"redaction: {name} ({len(text):,} chars): best {best * 1000:.1f} ms, "
+              f"median {median * 1000:.1f} ms")
     tail = [f"{{'loss': {i / 1000:.4f}, 'learning_rate': 4e-05, 'epoch': {i / 100:.2f}}}" for i in range(200)]
     best, median = _best(lambda: redact_lines(tail))
     print(f"redaction: 200-line log tail: best {best * 1000:.2f} ms, median {median * 1000:.2f} ms")

@@ -47,8 +47,8 @@ from workers.contracts.requests import (
     ValidateRequest,
     WorkspaceRequest,
 )
-from workers.outside.logsafe import audit
 from workers.metrics import ACK_SECONDS, COMMANDS
+from workers.outside.logsafe import audit
 from workers.queue import JobQueue, enqueue_request
 from workers.render.mrkdwn import code, escape
 from workers.settings import Settings

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from workers.diagnosis.models import ExperimentEvidence
+from workers.outside.text import outside
 
 if TYPE_CHECKING:
     from workers.settings import Settings
@@ -80,7 +81,9 @@ async def _call(session: aiohttp.ClientSession, method: str, url: str, body: dic
                 message, code = parsed.get("message") or text, parsed.get("error_code") or ""
             except ValueError:
                 message = text  # the auth app's 401 is an HTML sentence
-            raise MlflowError(response.status, code, " ".join(str(message).split())[:160])
+            # An error body is never quoted raw (SPEC §11): one line, stripped and redacted (the
+            # auth app's 401 page can echo the request's Authorization header).
+            raise MlflowError(response.status, code, outside(" ".join(str(message).split()), 160))
         return json.loads(text) if text else {}
 
 
