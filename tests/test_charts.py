@@ -11,7 +11,7 @@ from pathlib import Path
 from PIL import Image
 
 from tests.diagnosis.test_progress import EXAMPLES, at
-from workers.render.charts import gpu_strip, loss_chart
+from workers.render.charts import gpu_strip, label, loss_chart
 
 
 def decoded(png: bytes | None) -> Image.Image:
@@ -68,3 +68,12 @@ def test_learning_rate_beneath_the_loss_from_hf_dicts_and_megatron_lines() -> No
     both = decoded(loss_chart([(None, 2 - i / 10) for i in range(1, 6)], "r", lr_curve=hf.rates))
     assert both.size == (900, 720)
     assert decoded(loss_chart([(1.0, 2.0), (2.0, 1.5)], "r", lr_curve=[(1.0, 1e-4)])).size == (900, 450)
+
+
+def test_outside_text_in_chart_labels_is_cleaned_and_never_parsed_as_tex() -> None:
+    """Issue 34: node names and metric labels come from outside; a `$…$` pair would be parsed by
+    matplotlib's mathtext (an unbalanced one raises), a secret must not be drawn."""
+    assert label("gpu-a3/$\\frac{1}{0$") == "gpu-a3/\\$\\frac{1}{0\\$"
+    assert "hf_" not in label("node HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789")
+    png = gpu_strip({"gpu-$a3/0": 90.0, "gpu-a3/1\x1b[31m$": 10.0}, "run-$x$")
+    assert png is not None and png.startswith(b"\x89PNG")

@@ -13,6 +13,8 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 
+from workers.outside.text import outside
+
 WIDTH_IN, HEIGHT_IN, DPI = 9.0, 4.5, 100
 LR_HEIGHT_IN = 7.2  # loss above, learning rate below
 MIN_POINTS = 2
@@ -54,6 +56,12 @@ def _point_drawable(step: float | None, value: float) -> bool:
 def left_out(curve: Sequence[tuple[float | None, float]]) -> list[float]:
     """The values of a curve a chart leaves out (NaN, ±inf, beyond ±1e100, or at such a step)."""
     return [v for s, v in curve if not _point_drawable(s, v)]
+
+
+def label(text: object, limit: int = 80) -> str:
+    """Outside text as a chart label: through the door (stripped, redacted, clipped), with
+    matplotlib's mathtext marker disarmed (a `$` pair in a node name would be parsed as TeX)."""
+    return outside(text, limit, keep_newlines=False).replace("$", r"\$")
 
 
 def number_text(x: float) -> str:
@@ -105,7 +113,7 @@ def loss_chart(curve: Sequence[tuple[float | None, float]], run: str,
     else:
         fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
     ax.plot(xs, losses, color="#1f77b4", linewidth=2, marker="o" if len(xs) < 40 else None)
-    ax.set_title(f"{run}: training loss" + (" and learning rate" if with_lr else ""))
+    ax.set_title(f"{label(run)}: training loss" + (" and learning rate" if with_lr else ""))
     shared = with_lr and by_step and lr_by_step
     if not shared:  # a shared step axis is labelled once, beneath the learning rate
         ax.set_xlabel(_x_label(by_step))
@@ -126,8 +134,8 @@ def gpu_strip(utilization: Mapping[str, float | None], run: str) -> bytes | None
     0 %. None without GPUs."""
     if not utilization:
         return None
-    names = list(utilization)
-    values = [utilization[n] for n in names]
+    names = [label(n, 40) for n in utilization]
+    values = list(utilization.values())
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, HEIGHT_IN), layout="constrained")
     heights = [v if drawable(v) else 100.0 for v in values]
@@ -138,7 +146,7 @@ def gpu_strip(utilization: Mapping[str, float | None], run: str) -> bytes | None
             bar.set_hatch("//")
             ax.annotate("no data", (bar.get_x() + bar.get_width() / 2, 50), ha="center", rotation=90)
     ax.set_ylim(0, 100)
-    ax.set_title(f"{run}: GPU utilisation per GPU (dcgm-exporter)")
+    ax.set_title(f"{label(run)}: GPU utilisation per GPU (dcgm-exporter)")
     ax.set_ylabel("utilisation (%)")
     ax.set_xlabel("GPU (node/gpu)")
     many = len(names) > 4
