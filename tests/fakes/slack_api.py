@@ -266,13 +266,21 @@ class FakeSlack:
         blocks: list[dict[str, Any]] | None = None,
         thread_ts: str | None = None,
         ts: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        app: tuple[str, str, str] | None = None,
     ) -> str:
-        """Store a message as if posted earlier (e.g. before a restart); returns its ts."""
+        """Store a message as if posted earlier (e.g. before a restart); returns its ts. By this
+        bot, unless ``app`` (its bot user id, bot id and app id): then posted by that other app,
+        as Slack shows another app's message (``user``, ``bot_id``, ``app_id``;
+        docs.slack.dev/reference/objects/message-object)."""
         with self._lock:
             ts = ts or self._next_ts()
-            self._messages[(channel, ts)] = self._new_message(
-                channel, ts, {"text": text, "blocks": blocks, "thread_ts": thread_ts}
+            msg = self._new_message(
+                channel, ts, {"text": text, "blocks": blocks, "thread_ts": thread_ts, "metadata": metadata}
             )
+            if app is not None:
+                msg["user"], msg["bot_id"], msg["app_id"] = app
+            self._messages[(channel, ts)] = msg
             return ts
 
     def responses(self, response_id: str) -> list[dict[str, Any]]:

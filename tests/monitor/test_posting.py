@@ -99,3 +99,49 @@ def test_channels_post_at_once_and_each_at_most_one_a_second_by_the_injected_clo
                              if c.params["channel"] == channel(i))
             per_second = Counter(seconds)
             assert max(per_second.values()) == 1, (channel(i), seconds)
+
+
+def test_another_apps_message_with_taubots_metadata_is_not_adopted_and_the_stall_is_posted(
+        tmp_path: Path, redis_url: str) -> None:
+    """SPEC §11: a claim found without a record sends the monitor to `conversations.history` for
+    its post. Any app in the channel can attach `taubot_stall` metadata naming the run; only a
+    message of taubot's own bot user (auth.test's `bot_id` / `user_id`) is adopted, so another
+    app's does not suppress the post. Taubot's own message is still adopted (nothing twice)."""
+    import json
+
+    from workers.metrics import UNTRUSTED_DROPPED
+    from workers.stall_records import EVENT_TYPE, claim_key
+
+    directory = tmp_path / "workspaces"
+    directory.mkdir()
+    ns, ws = namespace(0), "ws-post-0"
+    objects = [k8s.local_queue("team-a", ns=ns), *crash_looping("crash-0-0", ns)]
+    uid = objects[1]["metadata"]["uid"]
+    clock = ManualClock(NOW)
+    with running_emulator(objects) as emu, \
+            running_fake_slack(token=TOKEN, ts_clock=lambda: clock.now().timestamp()) as fake:
+        (directory / "ws-0.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "taugrid.io/v1alpha1", "kind": "WorkspaceConnection", "metadata": {"name": ws},
+            "spec": {"cluster": {"server": emu.base_url}, "namespace": ns, "workspace": ws,
+                     "localQueue": "team-a", "slack": {"channels": [channel(0)]}}}))
+        settings = Settings(slack_bot_token=TOKEN, slack_api_url=fake.api_url, redis_url=redis_url,
+                            workspaces_dir=directory, button_signing_key="k" * 32)
+        services = Services.for_slack(settings, clock=clock)
+        install(services)
+        try:
+            # A post in flight before a crash: its claim is in Redis, its record never saved …
+            services.redis.set(claim_key(ws, uid), json.dumps({"at": NOW.timestamp() - 30}))
+            # … and the channel holds another app's message carrying the same metadata.
+            forged = fake.seed_message(channel(0), "not taubot's card", app=("U0OTHER", "B0OTHER", "A0OTHER"),
+                                       metadata={"event_type": EVENT_TYPE,
+                                                 "event_payload": {"id": uid, "reason": "crash_loop"}})
+            before = UNTRUSTED_DROPPED.labels("foreign_message")._value.get()
+            report = asyncio.run(run_once(services))
+            assert report.posts == {"posted": 1} and report.errors == 0
+            assert UNTRUSTED_DROPPED.labels("foreign_message")._value.get() == before + 1
+            [post] = [c for c in fake.calls_to("chat.postMessage") if c.response.get("ok")]
+            assert post.response["ts"] != forged and post.params["channel"] == channel(0)
+            assert fake.calls_to("auth.test")  # whose bot is taubot, as Slack says
+            assert fake.message(channel(0), forged)["text"] == "not taubot's card"  # left alone
+        finally:
+            services.redis.close()

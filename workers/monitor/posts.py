@@ -6,7 +6,10 @@ is sent and the claim is deleted once its record is saved; every auto-post
 carries Slack message metadata (`taubot_stall`, the run's uid or the group's
 key, the reason). So a claim found without a record means a crash between
 the two, and `conversations.history` says whether the post went out: adopted
-if it did, posted if it did not — nothing lost, nothing twice. Every thread
+if it did, posted if it did not — nothing lost, nothing twice. Only a message
+taubot's own bot posted is adopted (its ``bot_id`` or ``user`` is what
+``auth.test`` says is taubot's): any app in the channel can attach the same
+metadata, and its message must not stand in for the post (SPEC §11). Every thread
 reply goes the same way (`_reply`): its id is the record's, the record's reply
 count (`seq`) and what happened, so it is found again in the thread
 (`conversations.replies`) after a kill, and the record saved after it moves
@@ -207,10 +210,26 @@ def _reconcile(services: Services, channel: str, ident: str, since: float,
     if isinstance(found, Failed):
         log.warning("monitor: cannot read %s's history (%s): a claimed post waits", channel, found.error)
         return _UNKNOWN
+    own = getattr(services.surface, "is_own", None)  # a terminal's history holds only its own
     for message in found:
-        meta = message.get("metadata") or {}
-        if meta.get("event_type") == EVENT_TYPE and (meta.get("event_payload") or {}).get("id") == ident:
-            return str(message["ts"])
+        meta = message.get("metadata")
+        if not isinstance(meta, dict) or meta.get("event_type") != EVENT_TYPE:
+            continue
+        payload = meta.get("event_payload")
+        if not isinstance(payload, dict) or payload.get("id") != ident:
+            continue
+        mine = own(message) if own is not None else True
+        if isinstance(mine, Failed):
+            log.warning("monitor: cannot tell taubot's own messages (auth.test: %s): a claimed post waits",
+                        mine.error)
+            return _UNKNOWN
+        if not mine:  # another app's message with taubot's metadata: never adopted (SPEC §11)
+            log.warning("monitor: ignored a message in %s with taubot_stall metadata posted by another app",
+                        channel)
+            metrics.UNTRUSTED_DROPPED.labels("foreign_message").inc()
+            continue
+        if isinstance(message.get("ts"), str):
+            return message["ts"]
     return None
 
 

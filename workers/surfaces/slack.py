@@ -52,6 +52,22 @@ class SlackSurface:
     def __init__(self, client: WebClient, pacer: SlackPacer | None) -> None:
         self.client = client
         self.pacer = pacer
+        self._identity: tuple[str, str] | None = None  # (user_id, bot_id), from auth.test once
+
+    def is_own(self, message: dict[str, Any]) -> bool | Failed:
+        """Whether ``message`` (from `history` or `replies`) was posted by this bot: its ``bot_id``
+        or ``user`` is the token's own, as ``auth.test`` answers (``user_id``, ``bot_id``). Any app
+        in a channel can attach any metadata to its messages, so only taubot's own are taubot's."""
+        if self._identity is None:
+            try:
+                answer = self.client.auth_test()
+            except (SlackApiError, SlackClientError, OSError) as exc:
+                return self._failed(exc, GONE, "auth.test")
+            SLACK_CALLS.labels("auth.test", "ok").inc()
+            self._identity = (str(answer.get("user_id") or ""), str(answer.get("bot_id") or ""))
+        user_id, bot_id = self._identity
+        return bool((bot_id and message.get("bot_id") == bot_id)
+                    or (user_id and message.get("user") == user_id))
 
     def _failed(self, exc: Exception, gone: frozenset[str], method: str = "other") -> Failed:
         failed = self._classify(exc, gone)
