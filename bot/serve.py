@@ -38,6 +38,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -252,11 +253,41 @@ def _forget_metrics(pid: int) -> None:
         multiprocess.mark_process_dead(pid)
 
 
-def serve_socket(app: App, app_token: str) -> None:
-    """Socket Mode: Slack pushes the same payloads over a WebSocket; no public endpoint."""
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
+def _refuse(message: str) -> None:
+    """A Socket Mode start that cannot go on: one line on stderr, exit 2 (as the CLI's usage errors)."""
+    print(f"taubot: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
-    SocketModeHandler(app, app_token).start()
+
+def serve_socket(app: App, app_token: str) -> None:
+    """Socket Mode: Slack pushes the same payloads over a WebSocket; no public endpoint.
+
+    The first WebSocket URL is asked for here (``apps.connections.open`` with the app-level
+    token), so a token Slack refuses is one line and exit 2, not slack_sdk's traceback; the
+    handler then connects to that URL and asks for new ones itself on a reconnect."""
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from slack_sdk.errors import SlackApiError, SlackClientError
+
+    if not app_token.startswith("xapp-"):
+        _refuse("TAUBOT_SLACK_APP_TOKEN is not an app-level token (xapp-…): Socket Mode needs one "
+                "with the connections:write scope")
+    handler = SocketModeHandler(app, app_token)
+    try:
+        url = app.client.apps_connections_open(app_token=app_token)["url"]
+    except SlackApiError as exc:
+        error = exc.response.get("error") if exc.response is not None else None
+        _refuse(f"Slack refused TAUBOT_SLACK_APP_TOKEN (apps.connections.open: {error or 'invalid'})")
+    except (SlackClientError, OSError) as exc:
+        _refuse(f"cannot reach Slack to open a Socket Mode connection: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]}")
+    if not isinstance(url, str) or not url.startswith(("wss://", "ws://")):
+        _refuse("Slack's apps.connections.open answered no WebSocket URL")
+    handler.client.wss_uri = url  # type: ignore[attr-defined]
+    try:
+        handler.start()
+    except (SlackApiError, SlackClientError, OSError) as exc:
+        _refuse(f"the Socket Mode connection to Slack failed: {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]}")
 
 
 __all__ = ["BackgroundServer", "EVENTS_PATH", "HEALTH_PATH", "MAX_BODY_BYTES", "prefork", "serve_http",

@@ -258,3 +258,25 @@ def test_a_pool_of_no_workers_is_one_line(slack_app: SlackApp) -> None:
     result = subprocess.run([sys.executable, "-m", "workers.cli", "worker", "--pool", "0"],
                             env=service_env(slack_app), cwd=ROOT, capture_output=True, timeout=30)
     assert result.returncode == 2 and b"--pool needs at least 1" in result.stderr
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"TAUBOT_SLACK_APP_TOKEN": "xapp-1-A0TAUBOT-revoked"},
+     b"Slack refused TAUBOT_SLACK_APP_TOKEN (apps.connections.open: invalid_auth)"),
+    ({"TAUBOT_SLACK_APP_TOKEN": "xoxb-a-bot-token-pasted-as-the-app-token"},
+     b"TAUBOT_SLACK_APP_TOKEN is not an app-level token"),
+    ({"TAUBOT_SLACK_APP_TOKEN": "xapp-1-A0TAUBOT-ok", "TAUBOT_SLACK_BOT_TOKEN": "xoxb-not-the-fakes"},
+     b"Slack refused TAUBOT_SLACK_BOT_TOKEN"),
+])
+def test_serve_socket_with_a_bad_app_or_bot_token_is_one_line(slack_app: SlackApp, change: dict,
+                                                             said: bytes) -> None:
+    """The fake Slack answers `apps.connections.open` with an app token as Slack does a revoked one
+    (`invalid_auth`): one line on stderr and exit 2, never slack_sdk's traceback."""
+    env = {**service_env(slack_app), **change}
+    result = subprocess.run([sys.executable, "-m", "workers.cli", "serve", "socket"], env=env, cwd=ROOT,
+                            capture_output=True, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr and b"Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if b"error" in line.lower()]
+    assert errors == [line for line in errors if said in line], result.stderr  # the one line says it
+    assert b"xapp-1-A0TAUBOT" not in result.stderr  # the token itself is never shown
