@@ -15,6 +15,7 @@ crash-looping — one post each). Figures:
 
     .venv/bin/python -m bench.bench_monitor [--runs 5000 --namespaces 50] [--cluster-wide]
     .venv/bin/python -m bench.bench_monitor --scale      # 5,000 in 50, then 20,000 in 200
+    .venv/bin/python -m bench.bench_monitor --runs 1000 --namespaces 10 --hostile-line   # issue 34
 
 The last line of each scenario keeps the old summary's form (`sweep CPU: first … then …`) for
 `python -m bench`.
@@ -65,7 +66,12 @@ def channel(i: int) -> str:
     return f"C0BENCH{i:03d}"
 
 
-def objects(runs: int, namespaces: int) -> list[dict[str, Any]]:
+# Issue 34: one crash loop's termination message as a hostile tenant writes it — 100 kB of the
+# shape that made the old URL-userinfo rule backtrack cubically (59 s for one sweep).
+HOSTILE_LINE = ("a%3A%2F%2F" * 10_000)[:100_000]
+
+
+def objects(runs: int, namespaces: int, hostile: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for n in range(namespaces):
         out.append(k8s.local_queue("team-a", ns=namespace(n)))
@@ -77,7 +83,9 @@ def objects(runs: int, namespaces: int) -> list[dict[str, Any]]:
             out += [j, k8s.workload(j, state="pending")]
             continue
         j = k8s.job(name, ns=ns, suspend=False, active=1)
-        container = k8s.crash_loop(exit_code=1, reason="Error") if k % 100 == 50 else k8s.running()
+        message = HOSTILE_LINE if hostile and i == 50 * namespaces else None
+        container = (k8s.crash_loop(exit_code=1, reason="Error", message=message) if k % 100 == 50
+                     else k8s.running())
         out += [j, k8s.workload(j, state="admitted"),
                 k8s.job_pod(j, node=f"gpu-node-{i % 600}", phase="Running", containers=[container])]
     return out
@@ -170,8 +178,10 @@ def tops(fake: FakeSlack) -> list[Any]:
 
 
 def scenario(runs: int, namespaces: int, cluster_wide: bool, log_path: str | None = None,
-             measure_after: float = 0.0) -> None:
+             measure_after: float = 0.0, hostile: bool = False) -> None:
     mode = "one cluster-wide WATCH per kind" if cluster_wide else "one WATCH per namespace and kind"
+    if hostile:
+        mode += "; one crash loop's termination message is a hostile 100 kB line"
     print(f"\n== {runs:,} runs in {namespaces} namespaces ({mode}), 2 % stuck, interval {INTERVAL} s",
           flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="bench-monitor-"))
@@ -184,7 +194,7 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool, log_path: str | Non
     for line in redis_proc.stdout:
         if "Ready to accept connections" in line:
             break
-    items = objects(runs, namespaces)
+    items = objects(runs, namespaces, hostile)
     try:
         with (EmulatorProcess(items, bookmarks=60) as emu,
               running_fake_slack(token=TOKEN, ts_clock=time.time) as fake):
@@ -280,13 +290,16 @@ def main() -> int:
                         help="measure requests per sweep only from this many seconds after the start")
     parser.add_argument("--scale", action="store_true",
                         help="5,000 runs in 50 namespaces, then 20,000 in 200")
+    parser.add_argument("--hostile-line", action="store_true",
+                        help="one crash loop's termination message is a hostile 100 kB line (issue 34)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the processes it started stop too
     if args.scale:
         scenario(5000, 50, args.cluster_wide)
         scenario(20000, 200, args.cluster_wide)
     else:
-        scenario(args.runs, args.namespaces, args.cluster_wide, args.log, args.measure_after)
+        scenario(args.runs, args.namespaces, args.cluster_wide, args.log, args.measure_after,
+                 args.hostile_line)
     return 0
 
 
