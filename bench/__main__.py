@@ -94,7 +94,8 @@ BENCHES = (
                "{0} s first, {1} s after"),
     )),
     Bench(("bench.bench_redaction",), (
-        Figure("redaction of a 1 MB line", "≤ 100 ms", r"1 MB ordinary line[^:]*: best ([\d.]+) ms", "{0} ms"),
+        Figure("redaction of a 1 MB line", "≤ 100 ms", r"1 MB ordinary line[^:]*: best ([\d.]+) ms",
+               "{0} ms"),
         Figure("redaction of 10,000 a%3A%2F%2F", "≤ 100 ms", r"a%3A%2F%2F[^:]*: best ([\d.]+) ms", "{0} ms"),
     )),
     Bench(("bench.bench_monitor", "--runs", "1000", "--namespaces", "10", "--hostile-line"), (
