@@ -149,3 +149,13 @@ def test_escaping_a_whole_text_at_once_gives_what_escaping_it_cluster_by_cluster
     for _ in range(20_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
         assert _escaped_whole(text) == "".join(_escaped_clusters(text)), text
+
+
+def test_every_renderer_sends_raw_text_through_the_door() -> None:
+    """Issue 34: `escape`, `code`, `code_block` and `plain` take `Outside`; a plain `str` handed to
+    one by a path that forgot the door is stripped and redacted all the same."""
+    from workers.render.mrkdwn import code, code_block, escape, plain
+
+    raw = "HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 \x1b[31mred\u202e"
+    for out in (escape(raw), code(raw, 200), code_block(raw, 200), plain(raw, 200)):
+        assert "hf_AbCd" not in out and "\x1b" not in out and "\u202e" not in out and "[redacted]" in out
