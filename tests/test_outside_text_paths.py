@@ -4,7 +4,7 @@ Every bundled example (workers/examples: real-shaped Kueue, KubeRay, kubelet and
 objects, see their README) gets a secret planted in every `message`/`note` string — condition
 and event messages, container termination messages, the RayJob's status message — and in the
 run's log lines; the diagnosis is then rendered as the phase card, its *Details*, a monitor
-group card and the logs card, and every Block Kit text field (and the notification text) is
+group card and the escalation handoff, and every Block Kit text field (and the notification text) is
 searched for any planted secret in any form. 0 found.
 """
 
@@ -20,6 +20,8 @@ from tests.fixtures import k8s
 from tests.fixtures.secrets import CORPUS, Planted, found_anywhere
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import LogEvidence
+from workers.escalation_offers import AccessCheck, StoredDiagnosis
+from workers.flows.escalation import render_handoff
 from workers.render.cards import (
     build_group_card,
     build_phase_card,
@@ -94,6 +96,18 @@ def test_no_planted_secret_reaches_any_card(example: str, how: str) -> None:
         group = render_group_card(build_group_card(f"ClusterQueue {text}", [(d.run.name, text, text)],
                                                    status=""))
         seen += [group.text, *_texts(group.blocks)]
+        record = StoredDiagnosis(
+            id="r1", run=d.run.name, namespace=d.run.namespace, kind=d.run.kind, workspace="vision",
+            layer=d.layer, layer_title=d.layer_info.title, first_incomplete=d.first_incomplete,
+            evidence=[*d.evidence, text], next_action=text, owner=d.owner, transient=d.transient,
+            submitted_by=None, access=AccessCheck(resource="jobs", group="batch", namespace="team-vision",
+                                                  name=d.run.name),
+            channel="C012ABCDEF", thread_ts="1764464220.000100", requested_by="U012ALICE",
+            diagnosed_at=NOW)
+        for submitter in (None, "U012ALICE"):
+            handoff = render_handoff(record, clicker="U012ALICE", route=None, submitter=submitter,
+                                     thread_link=None)
+            seen += [handoff.text, *_texts(handoff.blocks)]
         seen += [d.next_action, *d.evidence, *(p.summary for p in [*d.phases, *d.checks])]
     leaked = sorted({s for t in seen for s in found_anywhere(t.replace("\u200b", ""))})
     assert leaked == []

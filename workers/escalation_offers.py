@@ -26,6 +26,7 @@ from workers.collect.report import SUBMITTED_BY_ANNOTATION
 from workers.contracts.ids import ESCALATE_ACTION
 from workers.contracts.signing import sign_id
 from workers.diagnosis.models import Diagnosis, Owner
+from workers.outside.text import Outside
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.settings import Settings
 
@@ -77,8 +78,8 @@ class StoredDiagnosis(BaseModel):
     layer: int
     layer_title: str = ""
     first_incomplete: str | None
-    evidence: list[str] = Field(default_factory=list)
-    next_action: str
+    evidence: list[Outside] = Field(default_factory=list)
+    next_action: Outside
     owner: Owner
     transient: bool | None = None
     submitted_by: str | None = None
