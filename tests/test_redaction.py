@@ -170,13 +170,10 @@ def test_the_door_is_idempotent_and_typed() -> None:
     assert not isinstance(once + "x", Outside)  # a changed text must go through the door again
 
 
-def test_linear_time_on_hostile_input() -> None:
-    """The old URL-userinfo rule backtracked cubically: 10,000 `a%3A%2F%2F` took ~30 s. RE2
-    cannot backtrack; this bounds the work generously (the bench measures it: bench/redaction)."""
-    import time as _t  # a bound on work done, not a wait: the test never sleeps
-
+def test_hostile_input_for_the_old_backtracking_rule_is_answered_unchanged() -> None:
+    """The old URL-userinfo rule backtracked cubically on 10,000 `a%3A%2F%2F` (~30 s). RE2 cannot
+    backtrack; the time is measured by `bench.bench_redaction`, not here: this holds the answer
+    (nothing in it is a secret, so nothing changes, decoded or not)."""
     hostile = "a%3A%2F%2F" * 10_000
-    started = _t.perf_counter()
-    redact(hostile)
-    outside(hostile, limit=len(hostile) + 1)
-    assert _t.perf_counter() - started < 5
+    assert redact(hostile) == hostile
+    assert outside(hostile, limit=len(hostile) + 1) == hostile

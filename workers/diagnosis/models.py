@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workers.outside.text import OutsideField
+from workers.outside.text import Outside
 
 from .eta import Eta
 from .queue_position import QueuePosition
@@ -59,7 +59,7 @@ class Finding(BaseModel):
                         "(e.g. `quota.waiting`, `image.not_found`); code reads this, never a summary")
     owner: Owner
     transient: bool | None
-    next_action: OutsideField
+    next_action: Outside
 
 
 class PhaseResult(BaseModel):
@@ -74,8 +74,8 @@ class PhaseResult(BaseModel):
 
     name: str
     state: PhaseState
-    summary: OutsideField
-    evidence: list[OutsideField] = Field(default_factory=list)
+    summary: Outside
+    evidence: list[Outside] = Field(default_factory=list)
     finding: Finding
     layer: int = Field(description="Lifecycle layer of the guide this phase belongs to")
     reason: str = Field(default="", description="`area.what` code of this result (see registry.py)")
@@ -109,7 +109,7 @@ class Recovery(BaseModel):
     """Layer 8: what to do about the answer as a whole (SPEC §5a)."""
 
     action: RecoveryAction
-    summary: OutsideField
+    summary: Outside
     states_next_action: bool = Field(default=False, description=(
         "The summary already says the answer's next action, so a card shows the summary in its "
         "place instead of both (not part of the --format json contract)"))
@@ -152,8 +152,8 @@ class Diagnosis(BaseModel):
     layer: int
     owner: Owner
     transient: bool | None
-    next_action: OutsideField
-    evidence: list[OutsideField] = Field(default_factory=list)
+    next_action: Outside
+    evidence: list[Outside] = Field(default_factory=list)
     layer_info: LayerInfo
     unreachable_from: int | None = Field(
         default=None,
@@ -161,7 +161,7 @@ class Diagnosis(BaseModel):
     )
     checks: list[PhaseResult] = Field(default_factory=list, description="SPEC §5a, in ANSWER_ORDER")
     recovery: Recovery | None = None
-    progress_summary: OutsideField = ""
+    progress_summary: Outside = ""
     loss_points: list[float] = Field(default_factory=list)
     queue_position: QueuePosition | None = Field(default=None, description="layer 4, waiting for quota, live")
     eta: Eta | None = Field(default=None, description="layer 7: when training ends, from the log")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -119,9 +120,9 @@ def _detectors() -> tuple[Rule, ...]:
                 continue
             for index, pattern in enumerate(cls().denylist):
                 source = pattern.pattern
-                flags = "(?i)" if pattern.flags & 2 else ""  # re.IGNORECASE
+                flags = "(?i)" if pattern.flags & re.IGNORECASE else ""
                 # A detector with a capture group reports that group as the secret.
-                rules.append(Rule(f"detect-secrets:{name}:{index}", _DETECTOR_WORDS.get(name, ("",)),
+                rules.append(Rule(f"detect-secrets:{name}:{index}", _DETECTOR_WORDS.get(name, ()),
                                   re2.compile(flags + source, _OPTIONS), 1 if pattern.groups else 0))
     return tuple(rules)
 
@@ -342,8 +343,4 @@ def redact(text: str) -> str:
     return _redact_full(text)
 
 
-def has_secret(text: str) -> bool:
-    return redact(text) != text
-
-
-__all__ = ["REDACTED", "RULES", "Rule", "has_secret", "redact", "replace", "spans"]
+__all__ = ["REDACTED", "RULES", "Rule", "redact", "replace", "spans"]

@@ -131,10 +131,6 @@ def _validated(value: Any) -> Outside:
     return outside(value)
 
 
-# A pydantic field that holds outside text: whatever is assigned is cleaned on the way in.
-OutsideField = Outside
-
-
 # ---------------------------------------------------------------- lines
 
 
@@ -196,5 +192,5 @@ def redact_lines(lines: Iterable[str], limit: int = SLACK_LOG_LINE) -> list[Outs
     return out
 
 
-__all__ = ["MAX_LINE", "OUTSIDE_LIMIT", "REDACTED", "SLACK_LOG_LINE", "Outside", "OutsideField", "clean",
+__all__ = ["MAX_LINE", "OUTSIDE_LIMIT", "REDACTED", "SLACK_LOG_LINE", "Outside", "clean",
            "clip", "outside", "redact", "redact_lines", "redact_url_text", "strip_controls"]
