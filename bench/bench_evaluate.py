@@ -3,7 +3,7 @@
 Snapshots come from `bench.synth.synthetic_snapshot` (fixture shapes, a RayJob with one
 OOMKilled, crash-looping worker and ~10 % unrelated objects). Each size is timed several times
 with `time.process_time` (CPU time, as issue 16 asks), under the worker's garbage-collector
-setting (`workers.gc_tuning.tune_gc`, which every worker and the monitor run):
+setting (`workers.plumbing.gc_tuning.tune_gc`, which every worker and the monitor run):
 
 - *cold*: the engine's per-object caches are dropped before each call, as for a live status or
   a watch tick, whose objects are new every time;
@@ -27,7 +27,7 @@ from bench.synth import RUN_NAME, synthetic_snapshot
 from tests.fixtures import k8s
 from workers.diagnosis import podfacts, shapes
 from workers.diagnosis.evaluate import evaluate
-from workers.gc_tuning import tune_gc
+from workers.plumbing.gc_tuning import tune_gc
 
 SIZES = (10, 100, 1_000, 5_000, 20_000)
 NOW = k8s.T0 + timedelta(minutes=30)

@@ -24,9 +24,9 @@ from tests.diagnosis.test_node_health import node
 from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.collect.investigate import diagnose_live
-from workers.gc_tuning import tune_gc
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.workspaces import load_descriptors
+from workers.plumbing.gc_tuning import tune_gc
 
 IDENTITY = Identity(user="alice@example.com", groups=("team-vision", "gpu-users"))
 
@@ -68,7 +68,7 @@ async def measure(pods: int, rtt: float, runs: int, tls: bool = False) -> tuple[
             base_url = server.stdout.readline().strip()
             write_descriptor(Path(tmp), base_url, ca=ca)
             registry = load_descriptors(tmp)
-            tune_gc()  # the collector as `taubot worker` sets it (workers/gc_tuning.py)
+            tune_gc()  # the collector as `taubot worker` sets it (workers/plumbing/gc_tuning.py)
             for _ in range(runs):
                 start = time.perf_counter()
                 result = await diagnose_live(registry, run=RUN_NAME, identity=IDENTITY,

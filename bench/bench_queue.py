@@ -30,10 +30,10 @@ from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
 from tests.live.conftest import write_descriptor
 from workers.collect.investigate import investigate
-from workers.collect.queue import QueueMemo
+from workers.collect.kueue import QueueMemo
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity, KubeClients
 from workers.render.charts import loss_chart
-from workers.workspaces import load_descriptors
 
 IDENTITY = Identity(user="alice@example.com", groups=("team-vision", "gpu-users"))
 CQ = "h100-shared"

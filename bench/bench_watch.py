@@ -56,9 +56,9 @@ from workers.contracts.ids import watch_id as _watch_id
 from workers.contracts.requests import StatusRequest
 from workers.flows.status import PARENT_KEY
 from workers.flows.watch import load_state, lock_name, owner_key, pending_key, state_key
-from workers.posted_cards import KEY_PREFIX as CARD_PREFIX
-from workers.queue import RqQueue, enqueue_request
-from workers.ticks import due_key, leased_key
+from workers.plumbing.jobqueue import RqQueue, enqueue_request
+from workers.plumbing.timed_jobs import due_key, leased_key
+from workers.records.cards import KEY_PREFIX as CARD_PREFIX
 
 TOKEN = "xoxb-bench"
 USER = "U012ALICE"

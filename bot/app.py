@@ -4,7 +4,7 @@ The same `App` serves HTTP mode (`taubot serve http`, production) and Socket
 Mode (`taubot serve socket`, development); only the transport differs.
 Listeners hold no business logic (CONVENTIONS, bolt-python): `/tau` goes to
 `bot/commands.py`, presses to `bot/buttons.py` and `bot/watch_buttons.py`,
-and work is queued by name through `workers.queue` — this module imports the
+and work is queued by name through `workers.plumbing.jobqueue` — this module imports the
 contracts and the queue, never worker code or kubernetes_asyncio.
 """
 
@@ -26,6 +26,7 @@ from bot.buttons import DetailsButton, EscalateButton, MuteButton, ValidateNodes
 from bot.commands import ARRIVED, LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
 from bot.watch_buttons import StopWatchingButton
+from workers.config.settings import Settings
 from workers.contracts.ids import (
     DETAILS_ACTION,
     ESCALATE_ACTION,
@@ -33,8 +34,7 @@ from workers.contracts.ids import (
     STOP_WATCHING_ACTION,
     VALIDATE_NODES_ACTION,
 )
-from workers.queue import RqQueue
-from workers.settings import Settings
+from workers.plumbing.jobqueue import RqQueue
 from workers.surfaces.slack_client import make_web_client
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from bot.identity import Unmapped
 from workers.contracts.identity import Identity
-from workers.metrics import PRESSES
 from workers.outside.logsafe import audit
+from workers.plumbing.metrics import PRESSES
 
 log = logging.getLogger(__name__)
 _IDENTITY_KEY = "__taubot_identity"

@@ -24,6 +24,7 @@ from redis import RedisError
 
 from bot.button_listener import ButtonListener, Resolver, press_place
 from bot.identity import Unmapped
+from workers.config.settings import Settings
 from workers.contracts.ids import (
     DETAILS_ACTION,
     ESCALATE_ACTION,
@@ -39,9 +40,8 @@ from workers.contracts.requests import (
     ValidateNodesRequest,
 )
 from workers.contracts.signing import verify_value
-from workers.queue import JobQueue, enqueue_request
+from workers.plumbing.jobqueue import JobQueue, enqueue_request
 from workers.render.mrkdwn import escape
-from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 

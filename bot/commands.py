@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from redis import RedisError
 
 from bot.identity import ASK_OPERATOR, Unmapped
+from workers.config.settings import Settings
 from workers.contracts.commands import (
     USAGE,
     Command,
@@ -47,11 +48,10 @@ from workers.contracts.requests import (
     ValidateRequest,
     WorkspaceRequest,
 )
-from workers.metrics import ACK_SECONDS, COMMANDS
 from workers.outside.logsafe import audit
-from workers.queue import JobQueue, enqueue_request
+from workers.plumbing.jobqueue import JobQueue, enqueue_request
+from workers.plumbing.metrics import ACK_SECONDS, COMMANDS
 from workers.render.mrkdwn import code, escape
-from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ aiohttp is already a dependency (of kubernetes_asyncio); the bot process still
 never imports kubernetes_asyncio.
 
 Paths: Slack's `/slack/events` (slash commands and interactivity share it, see
-the app manifest) and `/healthz`, `/readyz`, `/metrics` (workers/health_http.py).
+the app manifest) and `/healthz`, `/readyz`, `/metrics` (workers/plumbing/health_http.py).
 The listen backlog is raised from the usual 5 because Slack delivers bursts (a
 channel's worth of `/tau` at a stand-up) and a dropped SYN costs a 1-second
 retransmit out of a 3-second ack budget.
@@ -49,7 +49,7 @@ from slack_bolt import App, BoltResponse
 from slack_bolt.request import BoltRequest
 
 from bot.commands import ARRIVED
-from workers.health_http import HEALTH_PATH, METRICS_PATH, READY_PATH, Ready, answer
+from workers.plumbing.health_http import HEALTH_PATH, METRICS_PATH, READY_PATH, Ready, answer
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from redis import RedisError
 from bot.button_listener import ButtonListener, Resolver, press_place
 from bot.identity import Unmapped
 from workers.contracts.requests import StopRequest
-from workers.queue import JobQueue, enqueue_request
+from workers.plumbing.jobqueue import JobQueue, enqueue_request
 
 log = logging.getLogger(__name__)
 

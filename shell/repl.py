@@ -2,7 +2,7 @@
 
 Grammar → identity → job → collect → evaluate → render → surface: the line
 goes to `bot.commands.TauCommands` exactly as a signed slash command would,
-its job is queued by name and run by `workers.queue.InlineQueue` (the same
+its job is queued by name and run by `workers.plumbing.jobqueue.InlineQueue` (the same
 job functions rq runs), and cards go to `TerminalSurface`. Typing a button's
 number presses it through the same listeners as Slack's buttons.
 
@@ -34,7 +34,7 @@ from bot.buttons import DetailsButton, EscalateButton, MuteButton, ValidateNodes
 from bot.commands import NoMapping, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
 from bot.watch_buttons import StopWatchingButton
-from workers.clock import Clock, ManualClock
+from workers.config.settings import Settings
 from workers.contracts.ids import (
     DETAILS_ACTION,
     ESCALATE_ACTION,
@@ -42,11 +42,11 @@ from workers.contracts.ids import (
     STOP_WATCHING_ACTION,
     VALIDATE_NODES_ACTION,
 )
-from workers.queue import InlineQueue
+from workers.plumbing.clock import Clock, ManualClock
+from workers.plumbing.jobqueue import InlineQueue
 from workers.render.mrkdwn import escape
 from workers.render.text import mrkdwn_to_text
 from workers.services import Services, install
-from workers.settings import Settings
 from workers.surfaces.slack_client import make_web_client
 from workers.surfaces.terminal import TerminalSurface
 

@@ -106,7 +106,7 @@ def test_no_package_imports_back_a_package_that_imports_it() -> None:
 
 def test_only_the_job_layer_imports_the_flows() -> None:
     """Issue 23: the monitor, the services and the shared record stores need nothing from a flow —
-    the Escalate offer an auto-post carries lives in `workers.escalation_offers`. Only the rq job
+    the Escalate offer an auto-post carries lives in `workers.records.offers`. Only the rq job
     table and the CLI that runs jobs in process reach into `workers.flows`."""
     importers = sorted(a for a, targets in _package_edges().items() if "workers.flows" in targets)
     assert importers == ["workers.cli", "workers.jobs"]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from redis import Redis
 
-from workers.conditional_write import Recorder, commit_if_unchanged
+from workers.plumbing.conditional_write import Recorder, commit_if_unchanged
 
 KEY, LOCK, DUE = "cw-test:state", "cw-test:state:lock", "cw-test:due"
 

@@ -5,7 +5,7 @@ value sets: least-privilege RBAC bound to the chart's own ServiceAccounts in
 the release namespace, probes on real health, secrets as files, a
 NetworkPolicy and PDBs, the optional ServiceMonitor, a values schema that
 refuses a wrong value at install, and every TAUBOT_* variable in step with
-`workers/settings.py`.
+`workers/config/settings.py`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from workers.cli import build_parser
+from workers.config.settings import ENV_PREFIX, Settings
 from workers.monitor.cache import KINDS
-from workers.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "taubot"
@@ -293,7 +293,7 @@ def _env(spec: dict[str, Any]) -> dict[str, str]:
 
 
 # Set by the chart for a setting another change adds (issue 24: the monitor's cluster-wide WATCH).
-# Drop it from here once workers/settings.py has it.
+# Drop it from here once workers/config/settings.py has it.
 PENDING_SETTINGS = {"TAUBOT_MONITOR_CLUSTER_WIDE"} - {
     ENV_PREFIX + name.upper() for name in Settings.model_fields}
 
@@ -392,7 +392,7 @@ def test_the_readme_install_values_render_and_load() -> None:
 
 def test_readme_values_files_parse_as_taubot_config(tmp_path: Path) -> None:
     from bot.identity import load_identity_map
-    from workers.workspaces import load_descriptors
+    from workers.config.workspaces import load_descriptors
 
     readme = (ROOT / "README.md").read_text()
     values = yaml.safe_load(re.search(r"<<'VALUES'\n(.*?)\nVALUES\n", readme, re.S).group(1))

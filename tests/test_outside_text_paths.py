@@ -20,8 +20,8 @@ from tests.fixtures import k8s
 from tests.fixtures.secrets import CORPUS, Planted, found_anywhere
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import LogEvidence
-from workers.escalation_offers import AccessCheck, StoredDiagnosis
 from workers.flows.escalation import render_handoff
+from workers.records.offers import AccessCheck, StoredDiagnosis
 from workers.render.cards import (
     build_group_card,
     build_phase_card,

@@ -17,7 +17,7 @@ from slack_sdk import WebClient
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.live.conftest import write_descriptor
 from workers.diagnosis.evaluate import evaluate
-from workers.posted_cards import CardStore, PostedCard
+from workers.records.cards import CardStore, PostedCard
 from workers.render.buttons import EscalatedNote
 from workers.render.cards import build_phase_card
 from workers.render.slots import EscalationSlot

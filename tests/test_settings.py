@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.settings import Settings, SettingsError, SettingsFileError, load_settings
+from workers.config.settings import Settings, SettingsError, SettingsFileError, load_settings
 
 
 @pytest.fixture(autouse=True)

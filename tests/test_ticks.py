@@ -13,9 +13,9 @@ from rq import Queue
 from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
-from workers.metrics import UNTRUSTED_DROPPED
-from workers.queue import RqQueue
-from workers.ticks import (
+from workers.plumbing.jobqueue import RqQueue
+from workers.plumbing.metrics import UNTRUSTED_DROPPED
+from workers.plumbing.timed_jobs import (
     AHEAD_SECONDS,
     LEASE_SECONDS,
     TIMED_JOBS,
@@ -106,7 +106,7 @@ def test_a_malformed_member_is_dropped_and_the_mover_goes_on(queue: Queue) -> No
 def test_the_allow_list_is_what_taubot_schedules() -> None:
     from workers.flows.status import LINK_CHARTS_JOB
     from workers.flows.watch import TICK_FAILURE, TICK_JOB
-    from workers.ticks import FAILURE_CALLBACKS
+    from workers.plumbing.timed_jobs import FAILURE_CALLBACKS
 
     assert TIMED_JOBS == {TICK_JOB, LINK_CHARTS_JOB} and FAILURE_CALLBACKS == {TICK_FAILURE}
 

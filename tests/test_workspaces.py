@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from workers.kube.client import ClusterTarget
-from workers.workspaces import (
+from workers.config.workspaces import (
     ResolutionFailure,
     Resolved,
     WorkspaceConnection,
     load_descriptors,
 )
+from workers.kube.client import ClusterTarget
 
 # Shape: the WorkspaceConnection example of SPEC §8.
 VISION = """\

@@ -1,6 +1,6 @@
 """rq entry points, and nothing else: take the process's Services, run one flow, report failure.
 
-Jobs are enqueued by name (`workers.queue`), so the front end never imports
+Jobs are enqueued by name (`workers.plumbing.jobqueue`), so the front end never imports
 this module. rq runs an async-free function here; the flow starts the job's
 one event loop around its Kubernetes I/O.
 
@@ -53,7 +53,7 @@ from workers.flows import (
     validate,
     watch,
 )
-from workers.metrics import ESCALATIONS, counted
+from workers.plumbing.metrics import ESCALATIONS, counted
 from workers.render.slots import ChartsSlot
 from workers.services import current
 
@@ -159,7 +159,7 @@ def on_job_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcepti
     record the callback's error instead of the job's.
 
     Only an outage is worth waiting out (Slack or Redis unreachable: the retries span minutes,
-    `workers.queue.RETRY_INTERVALS`); any other error would fail the same way again, so the
+    `workers.plumbing.jobqueue.RETRY_INTERVALS`); any other error would fail the same way again, so the
     callback spends the retries left (rq runs it before deciding, on the same job) and the
     user gets the error card now rather than in four minutes."""
     try:

@@ -21,17 +21,17 @@ from typing import Any, TypeVar
 import redis
 from rq import Queue
 
-from workers.clock import Clock, SystemClock
+from workers.config.settings import Settings, load_settings
+from workers.config.workspaces import Registry, load_descriptors
 from workers.kube.client import KubeClients, WarmKubeClients
-from workers.loop import PROCESS_LOOP, ProcessLoop
-from workers.posted_cards import CardStore
-from workers.queue import JobQueue, RqQueue
-from workers.settings import Settings, load_settings
+from workers.plumbing.clock import Clock, SystemClock
+from workers.plumbing.jobqueue import JobQueue, RqQueue
+from workers.plumbing.loop import PROCESS_LOOP, ProcessLoop
+from workers.records.cards import CardStore
 from workers.surfaces.base import Surface
 from workers.surfaces.pacing import CHANNEL_PER_SECOND, Rate, SlackPacer, workspace_scope
 from workers.surfaces.slack import SlackSurface
 from workers.surfaces.slack_client import make_web_client
-from workers.workspaces import Registry, load_descriptors
 
 T = TypeVar("T")
 
@@ -91,7 +91,7 @@ class Services:
                                key=self.settings.button_key())
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """A job's async work, on the process's long-lived loop (`workers/loop.py`)."""
+        """A job's async work, on the process's long-lived loop (`workers/plumbing/loop.py`)."""
         return self.loop.run(coro)
 
     def close(self) -> None:

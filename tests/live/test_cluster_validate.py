@@ -17,10 +17,10 @@ from pathlib import Path
 
 from tests.diagnosis.test_node_health import node
 from tests.fakes.kube_api import KubeEmulator, running_emulator
-from workers.cluster_validate import validate_nodes
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import ClusterTarget, Identity, make_bot_client
 from workers.kube.reader import KubeReader
-from workers.workspaces import load_descriptors
+from workers.validation.cluster import validate_nodes
 
 from .conftest import write_descriptor
 

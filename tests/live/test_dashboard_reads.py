@@ -14,8 +14,8 @@ from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
 from tests.fixtures.ray_dashboard import serve_driver_log
 from workers.collect.logs.sources import DASHBOARD_MAX_BYTES, logs_live
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor
 

@@ -18,8 +18,8 @@ from bench.synth import RUN_NAME, synthetic_snapshot
 from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
 from workers.collect.investigate import diagnose_live
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor
 

@@ -63,7 +63,7 @@ def test_a_future_or_malformed_first_sighting_is_ignored_counted_and_the_stall_s
     import json
 
     from workers.collect.logs.seen import KEY, _digest
-    from workers.metrics import UNTRUSTED_DROPPED
+    from workers.plumbing.metrics import UNTRUSTED_DROPPED
 
     conn = redis.Redis.from_url(redis_url)
     logs = LogEvidence(lines=HUNG, source="ray-dashboard")

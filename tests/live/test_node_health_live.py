@@ -10,7 +10,7 @@ from tests.diagnosis.test_node_health import UNREACHABLE, node
 from tests.fakes.kube_api import KubeEmulator
 from tests.live.test_live_diagnosis import ALICE, NOW, run_live
 from workers.collect.investigate import diagnose_live
-from workers.workspaces import load_descriptors
+from workers.config.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor
 

@@ -20,10 +20,10 @@ from tests.fixtures.dcgm import Gpu, exporter_pod, scrape, taugrid_monitor_pod
 from workers.cli import main
 from workers.collect.investigate import diagnose_live
 from workers.collect.report import RunReport
+from workers.config.workspaces import load_descriptors
 from workers.diagnosis.profile import FINISHED_REASON, Allocation, Devices, Stat, Unavailable
 from workers.kube.client import Identity
 from workers.render.profile import profile_lines
-from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
 from workers.collect.investigate import diagnose_live
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
 from workers.render.cards import build_phase_card, card_texts, phase_tree_text, queue_line, render_phase_card
 from workers.render.tree_text import render_text
-from workers.workspaces import load_descriptors
 
 from .conftest import write_descriptor
 

@@ -16,8 +16,8 @@ from tests.fakes.kube_api import KubeEmulator, RecordedRequest
 from tests.fixtures import k8s
 from tests.fixtures.ray_dashboard import serve_driver_log
 from workers.collect.investigate import diagnose_live
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor
 
@@ -154,7 +154,7 @@ async def test_a_fresh_worker_finds_the_cluster_queue_hint_another_process_left_
     reads with the LocalQueue's, two rounds in all, and every read is the user's own."""
     from redis import Redis
 
-    from workers.collect.queue import CLUSTER_QUEUE_NAMES
+    from workers.collect.kueue import CLUSTER_QUEUE_NAMES
 
     shared = Redis.from_url(redis_url)
     job = k8s.job("llama-ft-7b", suspend=True)
@@ -186,7 +186,7 @@ async def test_a_first_status_after_the_monitor_shared_the_local_queues_cluster_
     and every read is still the user's own (the hint only chose which reads to send early)."""
     from redis import Redis
 
-    from workers.collect.queue import CLUSTER_QUEUE_NAMES, share_cluster_queues
+    from workers.collect.kueue import CLUSTER_QUEUE_NAMES, share_cluster_queues
 
     shared = Redis.from_url(redis_url)
     job = k8s.job("llama-ft-7b", suspend=True)
@@ -215,8 +215,8 @@ async def test_a_hostile_cluster_queue_hint_is_ignored_counted_and_the_status_st
     ClusterQueue from the user's own LocalQueue read, and no request names the hint."""
     from redis import Redis
 
-    from workers.collect.queue import CLUSTER_QUEUE_NAMES, shared_key
-    from workers.metrics import UNTRUSTED_DROPPED
+    from workers.collect.kueue import CLUSTER_QUEUE_NAMES, shared_key
+    from workers.plumbing.metrics import UNTRUSTED_DROPPED
 
     shared = Redis.from_url(redis_url)
     job = k8s.job("llama-ft-7b", suspend=True)

@@ -26,8 +26,8 @@ from tests.fakes.mlflow_api import running_fake_mlflow
 from tests.fixtures import k8s
 from tests.fixtures.ray_dashboard import serve_driver_log
 from workers.collect.investigate import diagnose_live
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor
 

@@ -29,10 +29,10 @@ from tests.fakes.kube_api import (
 )
 from tests.fixtures import k8s
 from tests.fixtures.manifests import dump, sample
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
 from workers.validation.live import validate_text
 from workers.validation.report import ValidationReport
-from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.fixtures import k8s
 from workers.collect.workspace import check_connection, workspace_status
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.workspaces import load_descriptors
 
 from .conftest import workspace_objects, write_descriptor
 

@@ -28,13 +28,13 @@ from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects
-from workers.clock import ManualClock
+from workers.config.settings import Settings
 from workers.kube.reader import KubeReader
 from workers.monitor.cache import Cache
 from workers.monitor.lease import Lease
 from workers.monitor.run import Monitor, _hold_until, run_once
+from workers.plumbing.clock import ManualClock
 from workers.services import Services, install
-from workers.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "xoxb-monitor"
@@ -421,7 +421,7 @@ def test_cluster_wide_streams_keep_only_the_watched_namespaces_stripped(env: Env
 def test_a_sweep_shares_each_workspaces_local_queue_cluster_queue_for_the_workers_statuses(env: Env) -> None:
     """Issue 28: the monitor's cache holds the LocalQueues; their ClusterQueues go to Redis as the
     workers' hints, so a deployment's first status of a waiting run needs no round to learn one."""
-    from workers.collect.queue import shared_key
+    from workers.collect.kueue import shared_key
 
     env.sweep()
     for connection in env.services.registry.descriptors:

@@ -20,10 +20,10 @@ import yaml
 from tests.fakes.kube_api import running_emulator
 from tests.fakes.slack_api import running_fake_slack
 from tests.fixtures import k8s
-from workers.clock import ManualClock
+from workers.config.settings import Settings
 from workers.monitor.run import run_once
+from workers.plumbing.clock import ManualClock
 from workers.services import Services, install
-from workers.settings import Settings
 
 TOKEN = "xoxb-monitor-posting"
 NOW = k8s.T0 + timedelta(minutes=60)
@@ -109,8 +109,8 @@ def test_another_apps_message_with_taubots_metadata_is_not_adopted_and_the_stall
     app's does not suppress the post. Taubot's own message is still adopted (nothing twice)."""
     import json
 
-    from workers.metrics import UNTRUSTED_DROPPED
-    from workers.stall_records import EVENT_TYPE, claim_key
+    from workers.plumbing.metrics import UNTRUSTED_DROPPED
+    from workers.records.stalls import EVENT_TYPE, claim_key
 
     directory = tmp_path / "workspaces"
     directory.mkdir()

@@ -22,13 +22,13 @@ from tests.fakes.slack_api import running_fake_slack
 from tests.fixtures import k8s
 from tests.fixtures.ray_dashboard import serve_driver_log
 from tests.live.conftest import workspace_objects, write_descriptor
-from workers.clock import ManualClock
 from workers.collect.investigate import diagnose_live
+from workers.config.settings import Settings
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
 from workers.monitor.run import run_once
+from workers.plumbing.clock import ManualClock
 from workers.services import Services, install
-from workers.settings import Settings
-from workers.workspaces import load_descriptors
 
 TOKEN = "xoxb-monitor"
 CHANNEL = "C012VISION"

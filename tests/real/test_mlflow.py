@@ -23,9 +23,9 @@ from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.collect.experiments import MlflowAuth, experiment_record
 from workers.collect.investigate import diagnose_live
+from workers.config.settings import load_settings
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.settings import load_settings
-from workers.workspaces import load_descriptors
 
 from .conftest import NOW, MlflowServer, ago, ms
 

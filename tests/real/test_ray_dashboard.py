@@ -20,8 +20,8 @@ from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.collect.investigate import diagnose_live
 from workers.collect.logs.sources import logs_live
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.workspaces import load_descriptors
 
 from .conftest import CASES, RayHead
 

@@ -20,8 +20,8 @@ from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
 from tests.live.test_submitter_log import healthy_node
 from workers.collect.investigate import diagnose_live
+from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
-from workers.workspaces import load_descriptors
 
 from .conftest import NOW, MlflowServer, RayHead, ago, ms
 

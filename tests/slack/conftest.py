@@ -35,10 +35,11 @@ from bot.serve import EVENTS_PATH, BackgroundServer
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fakes.slack_signing import signed_headers, slash_command_body
 from tests.fixtures import k8s
-from workers.clock import ManualClock
+from workers.config.settings import Settings
+from workers.plumbing.clock import ManualClock
+from workers.plumbing.timed_jobs import TickMover, TimedJob, due_key
+from workers.rq_worker import QuickStop
 from workers.services import Services, install
-from workers.settings import Settings
-from workers.ticks import TickMover, TimedJob, due_key
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-taubot-test"
@@ -119,7 +120,7 @@ class SlackApp:
         ``with_scheduler`` first moves due scheduled jobs (retries with an interval) to the queue.
         """
         install(self.services)
-        SimpleWorker([self.queue], connection=self.redis).work(burst=True, with_scheduler=with_scheduler)
+        BurstWorker([self.queue], connection=self.redis).work(burst=True, with_scheduler=with_scheduler)
 
     def timed(self) -> list[str]:
         """The ids of the timed jobs waiting in the workers' due set (watch ticks, picture links)."""
@@ -144,6 +145,11 @@ class SlackApp:
             mover.stop()
         self.work()
         return moved
+
+
+class BurstWorker(QuickStop, SimpleWorker):
+    """rq's in-process worker with the product's listener (`workers/rq_worker.py` `QuickStop`):
+    without it a burst's teardown may wait a minute for rq's command listener."""
 
 
 def make_settings(fake: FakeSlack, redis_url: str, tmp_path: Path, **overrides: Any) -> Settings:

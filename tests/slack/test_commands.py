@@ -8,9 +8,9 @@ from typing import Any
 from bot.commands import STILL_WORKING, TauCommands
 from bot.identity import Unmapped
 from tests.fakes.kube_api import KubeEmulator
+from workers.collect.operator_access import cache_key, may_see_operator_hints
 from workers.contracts.commands import Command
 from workers.kube.client import ClusterTarget, Identity, KubeClients
-from workers.operator_access import cache_key, may_see_operator_hints
 
 ALICE = Identity(user="alice@example.com", groups=("team-vision",))
 

@@ -22,10 +22,10 @@ from bot.serve import BackgroundServer
 from tests.fakes.kube_api import running_emulator
 from tests.fakes.slack_signing import block_action_body
 from tests.live.conftest import workspace_objects, write_descriptor
+from workers.config.settings import load_settings
 from workers.contracts.ids import ESCALATE_ACTION
-from workers.health_http import redis_ready, serve_in_background
 from workers.outside.logsafe import AUDIT, audit, configure
-from workers.settings import load_settings
+from workers.plumbing.health_http import redis_ready, serve_in_background
 
 from .conftest import ALICE, CHANNEL, SlackApp, example_objects, taubot_worker
 from .test_services import free_port

@@ -7,7 +7,7 @@ ticks, and the fake Slack, whose recorded calls and stored messages are what
 the assertions read.
 
 Ticks are driven deterministically through the workers' own due set
-(`workers/ticks.py`): the pending tick is made due, a `TickMover` claims it
+(`workers/plumbing/timed_jobs.py`): the pending tick is made due, a `TickMover` claims it
 and queues it to rq, and a burst worker runs it — the path a forking
 production worker takes when the interval has passed.
 """
@@ -32,10 +32,10 @@ from tests.fakes.slack_signing import block_action_body
 from tests.fixtures import k8s
 from tests.live.conftest import workspace_objects, write_descriptor
 from tests.waiting import wait_for
-from workers.clock import SystemClock
 from workers.contracts.ids import STOP_WATCHING_ACTION
 from workers.contracts.ids import watch_id as _watch_id
 from workers.flows.watch import load_state, owner_key, state_key
+from workers.plumbing.clock import SystemClock
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, EXAMPLE_NOW, SlackApp, taubot_worker
 from .test_cards import card_text

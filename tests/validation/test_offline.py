@@ -17,10 +17,10 @@ import pytest
 
 from tests.fixtures.manifests import dump, sample
 from tests.live.conftest import write_descriptor
+from workers.config.workspaces import load_descriptors
 from workers.validation.live import validate_text
 from workers.validation.manifest import MAX_MANIFEST_BYTES, ManifestError, decode
 from workers.validation.report import ValidationReport
-from workers.workspaces import load_descriptors
 
 
 @pytest.fixture

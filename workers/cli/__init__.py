@@ -43,7 +43,7 @@ def _forks(argv: list[str]) -> bool:
 
 def _multiprocess_metrics(argv: list[str]) -> None:
     """prometheus_client counts across processes only if `PROMETHEUS_MULTIPROC_DIR` is set before
-    it is first imported, which is here, before any subcommand module loads (workers/metrics.py);
+    it is first imported, which is here, before any subcommand module loads (workers/plumbing/metrics.py);
     every process then writes its samples there and any one's `/metrics` merges them."""
     if _forks(argv) and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="taubot-metrics-")

@@ -10,10 +10,10 @@ from .registry import Parser, subcommand
 
 
 def cmd_cluster(args: Any) -> int:
-    from workers.cluster_validate import validate_nodes, validate_topology
+    from workers.config.settings import SettingsError, load_settings
     from workers.contracts.commands import SELECTOR
     from workers.contracts.grammar import GPU_CLASS_LABEL, CommandError, parse_duration
-    from workers.settings import SettingsError, load_settings
+    from workers.validation.cluster import validate_nodes, validate_topology
 
     from .live import identity_from, registry_from, render_report
 

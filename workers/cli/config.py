@@ -162,7 +162,7 @@ def check_values(values: dict[str, Any], chart: Path) -> list[str]:
 def _load_in_taubot(values: dict[str, Any]) -> list[str]:
     """The descriptors and identity map through taubot's own loaders (unknown fields are errors)."""
     from bot.identity import IdentityConfigError, load_identity_map
-    from workers.workspaces import load_descriptors
+    from workers.config.workspaces import load_descriptors
 
     problems = []
     with tempfile.TemporaryDirectory(prefix="taubot-config-") as tmp:

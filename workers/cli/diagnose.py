@@ -16,12 +16,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from workers.clock import SystemClock
 from workers.collect.dumps import load_snapshot_file, parse_snapshot
 from workers.collect.logs.files import read_log, read_log_file
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis, LogEvidence
 from workers.diagnosis.snapshot import SnapshotError
+from workers.plumbing.clock import SystemClock
 from workers.render.tree_text import render_text
 
 from .charts import write_charts

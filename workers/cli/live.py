@@ -18,12 +18,12 @@ from pathlib import Path
 
 from workers.collect.investigate import diagnose_live as collect_and_evaluate
 from workers.collect.workspace import check_connection, workspace_status
+from workers.config.workspaces import Registry, load_descriptors
 from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.snapshot import as_kube_list
 from workers.kube.client import Identity
 from workers.render.profile import render_profile_text
-from workers.workspaces import Registry, load_descriptors
 
 from .charts import write_charts
 from .errors import UsageError

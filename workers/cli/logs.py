@@ -18,9 +18,9 @@ from .registry import subcommand
 def cmd_logs(args: Any) -> int:
     import asyncio
 
-    from workers.clock import SystemClock
     from workers.collect.logs.sources import logs_live
     from workers.contracts.commands import DNS1123_LABEL, MAX_LOG_TAIL
+    from workers.plumbing.clock import SystemClock
 
     from .live import identity_from, registry_from
 

@@ -13,10 +13,10 @@ from .registry import subcommand
 
 
 def cmd_monitor(args: Any) -> int:
+    from workers.config.settings import SettingsError, load_settings
     from workers.monitor.run import run_forever, run_once
     from workers.outside.logsafe import install as install_logging
     from workers.services import Services, install
-    from workers.settings import SettingsError, load_settings
 
     install_logging(logging.INFO)
     try:
@@ -29,7 +29,7 @@ def cmd_monitor(args: Any) -> int:
     services = Services.for_slack(settings)
     install(services)
     if not args.once:
-        from workers.gc_tuning import tune_gc
+        from workers.plumbing.gc_tuning import tune_gc
 
         from .services import _serve_health
 

@@ -23,7 +23,7 @@ def ServiceConfigError(message: str) -> Exception:  # noqa: N802 - reads as the 
 
 
 def _settings(**overrides: Any) -> Any:
-    from workers.settings import SettingsError, load_settings
+    from workers.config.settings import SettingsError, load_settings
 
     try:
         return load_settings(**overrides)
@@ -74,7 +74,7 @@ def cmd_serve_http(args: argparse.Namespace) -> int:
     app = _app(settings, socket_mode=False)
     from redis import Redis
 
-    from workers.health_http import redis_ready
+    from workers.plumbing.health_http import redis_ready
 
     ready = redis_ready(Redis.from_url(settings.redis_url, socket_timeout=1, socket_connect_timeout=1))
     if args.processes < 1:
@@ -111,7 +111,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from redis.exceptions import RedisError
 
     import workers.jobs  # noqa: F401
-    from workers.gc_tuning import tune_gc
+    from workers.plumbing.gc_tuning import tune_gc
     from workers.rq_worker import make_worker, run_pool
     from workers.services import Services, install
 
@@ -139,12 +139,12 @@ def _serve_health(settings: Any, conn: Any, *, watches: bool = False) -> None:
     (port 0: none)."""
     if not settings.metrics_port:
         return
-    from workers.health_http import redis_ready, serve_in_background
+    from workers.plumbing.health_http import redis_ready, serve_in_background
 
     collectors = []
     if watches:
         from workers.flows.watch import active_watches
-        from workers.metrics import ActiveWatches
+        from workers.plumbing.metrics import ActiveWatches
 
         collectors.append(ActiveWatches(lambda: active_watches(conn)))
     try:

@@ -34,8 +34,8 @@ def demo_session(write: Callable[[str], None] = _write, *, blocks: bool = False)
     """A shell on the bundled demo cluster (in process), with fakeredis and the demo's clock."""
     from shell.demo_cluster import CHANNEL, IDENTITY, START, USER, demo_cluster, run_table
     from shell.repl import Shell, in_process_redis
-    from workers.clock import ManualClock
-    from workers.settings import load_settings
+    from workers.config.settings import load_settings
+    from workers.plumbing.clock import ManualClock
 
     with demo_cluster() as cluster:
         settings = load_settings(workspaces_dir=cluster.workspaces_dir, identity_file=cluster.identity_file,
@@ -74,8 +74,8 @@ def _session(args: Any) -> Iterator[Any]:
         return
     from bot.identity import IdentityConfigError
     from shell.repl import Shell
-    from workers.clock import SystemClock
-    from workers.settings import SettingsError, load_settings
+    from workers.config.settings import SettingsError, load_settings
+    from workers.plumbing.clock import SystemClock
 
     try:
         settings = load_settings()

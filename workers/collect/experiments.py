@@ -32,7 +32,7 @@ from workers.diagnosis.models import ExperimentEvidence
 from workers.outside.text import outside
 
 if TYPE_CHECKING:
-    from workers.settings import Settings
+    from workers.config.settings import Settings
 
 RUN_TAG = "taugrid.io/run"
 SYSTEM_METRICS = "system/"

@@ -29,9 +29,7 @@ from typing import Any
 
 from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
 from workers.collect.experiments import MlflowAuth, experiment_record
-from workers.collect.logs.seen import SeenStore, remember
-from workers.collect.logs.sources import LogAccess, log_evidence
-from workers.collect.queue import (
+from workers.collect.kueue import (
     CLUSTER_QUEUE_NAMES,
     QueueMemo,
     QueueRead,
@@ -39,6 +37,8 @@ from workers.collect.queue import (
     read_queue,
     workload_version,
 )
+from workers.collect.logs.seen import SeenStore, remember
+from workers.collect.logs.sources import LogAccess, log_evidence
 from workers.collect.report import RunReport
 from workers.collect.workspace import (
     readiness_report,
@@ -46,6 +46,7 @@ from workers.collect.workspace import (
     tauworkspace_path,
     unreachable_report,
 )
+from workers.config.workspaces import Registry, Resolution, ResolutionFailure, WorkspaceConnection
 from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.gaps import ReadGap
@@ -65,12 +66,11 @@ from workers.diagnosis.phases.admission import WAITING
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.podfacts import is_terminal
 from workers.diagnosis.profile import GpuProfile, unavailable_profile
+from workers.diagnosis.progress_checks import DEFAULT_STALL_SECONDS, main_started
 from workers.diagnosis.queue_position import QueuePosition, awaits_admission
 from workers.diagnosis.registry import ADMISSION, LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER
-from workers.diagnosis.runtime import DEFAULT_STALL_SECONDS, main_started
 from workers.kube.client import Identity, KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
-from workers.workspaces import Registry, Resolution, ResolutionFailure, WorkspaceConnection
 
 PAGE_SIZE = 2000
 EVENT_PODS = 2
@@ -209,7 +209,7 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     events): the node reads and the log read depend on the pods, not on the events, so a status
     costs three round trips, not five. ``queue`` (the queue-position reads) starts with round 2 when
     Kueue keeps the run suspended and goes on, for the ClusterQueue's reads, while round 2's other
-    answers are evaluated (workers/collect/queue.py). ``on_run`` sees the run alone as soon as
+    answers are evaluated (workers/collect/kueue.py). ``on_run`` sees the run alone as soon as
     round 1 found it, to start what round 2 may carry for round 3 (the log's access review). With
     ``queue_unless`` (the version of the run's Workloads an earlier read was made at,
     `workload_version`) the queue is read only after round 2, and only when the Workloads changed;

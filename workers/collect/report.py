@@ -13,15 +13,13 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict
 
-from workers.collect.queue import QueueMemo
+from workers.collect.kueue import QueueMemo
+from workers.config.workspaces import WorkspaceConnection
 from workers.diagnosis.checks import LayerReport
-from workers.diagnosis.linkage import RunObjects, find_run, meta
+from workers.diagnosis.linkage import SUBMITTED_BY_ANNOTATION, RunObjects, find_run, meta
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.phases.common import Terminal, run_verdict
 from workers.diagnosis.profile import GpuProfile
-from workers.workspaces import WorkspaceConnection
-
-SUBMITTED_BY_ANNOTATION = "taugrid.io/submitted-by"
 
 
 class RunReport(BaseModel):

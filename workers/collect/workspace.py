@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 
+from workers.config.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 from workers.diagnosis.checks import Check, LayerReport
 from workers.kube.client import Identity, KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
-from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 
 TAU_GROUP, TAU_VERSION = "taugrid.io", "v1alpha1"
 PVC_NAME = "blob-training"

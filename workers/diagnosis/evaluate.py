@@ -39,9 +39,7 @@ from .phases import (
     submitted,
 )
 from .phases.common import RunContext
-from .recovery import recovery
-from .registry import ANSWER_ORDER, PHASE_NAMES
-from .runtime import (
+from .progress_checks import (
     DEFAULT_STALL_SECONDS,
     EVIDENCE,
     PROGRESSING,
@@ -49,6 +47,8 @@ from .runtime import (
     progress_text,
     runtime_progress,
 )
+from .recovery import recovery
+from .registry import ANSWER_ORDER, PHASE_NAMES
 from .shapes import sanitize
 from .snapshot import flatten
 

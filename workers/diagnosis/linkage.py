@@ -18,6 +18,7 @@ from .timeutil import parse_time
 
 RUN_LABEL = "taugrid.io/run"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+SUBMITTED_BY_ANNOTATION = "taugrid.io/submitted-by"  # the platform writes it on every run (SPEC §8)
 
 
 def group_of(obj: dict) -> str:

@@ -16,7 +16,7 @@ final error line that names the failure.
 
 The output is facts, not a verdict: the last step and loss, the loss trend,
 when progress was last seen, the last checkpoint, and the signature found.
-`workers/diagnosis/runtime.py` turns them into the Runtime progress check.
+`workers/diagnosis/progress_checks.py` turns them into the Runtime progress check.
 """
 
 from __future__ import annotations

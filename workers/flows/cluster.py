@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from workers.cluster_validate import validate_nodes, validate_topology
 from workers.contracts.commands import TopologyValidateCommand
 from workers.contracts.requests import ClusterRequest
 from workers.render.cards import build_workspace_card
 from workers.services import Services
+from workers.validation.cluster import validate_nodes, validate_topology
 
 from .status import deliver, ensure_parent
 

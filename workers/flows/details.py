@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from workers.contracts.requests import DetailsRequest
-from workers.posted_cards import DETAILS_PREFIX
+from workers.records.cards import DETAILS_PREFIX
 from workers.render.cards import PhaseCardContext, render_details
 from workers.services import Services
 from workers.surfaces.base import Failed

@@ -50,11 +50,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from workers.collect.access import review
-from workers.collect.report import SUBMITTED_BY_ANNOTATION
+from workers.config.workspaces import OwnerRoute, Resolved
 from workers.contracts.identity import Identity
 from workers.contracts.ids import ESCALATE_ACTION, RECORD_ID, SLACK_USER
 from workers.contracts.requests import EscalateRequest
-from workers.escalation_offers import (
+from workers.diagnosis.linkage import SUBMITTED_BY_ANNOTATION
+from workers.kube.reader import ReadError
+from workers.records.offers import (
     AccessCheck,
     Claim,
     Offer,
@@ -69,13 +71,11 @@ from workers.escalation_offers import (
     signing_key,
     wants_handoff,
 )
-from workers.kube.reader import ReadError
 from workers.render.buttons import EscalatedNote
 from workers.render.cards import MAX_HEADER_TEXT, RenderedCard, render_template
 from workers.render.mrkdwn import code, code_block, escape, plain
 from workers.render.slots import EscalationSlot
 from workers.surfaces.base import Failed
-from workers.workspaces import OwnerRoute, Resolved
 
 from .presses import NOT_HERE, offered_here
 

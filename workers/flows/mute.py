@@ -13,12 +13,12 @@ import json
 from datetime import datetime, timedelta
 
 from workers.collect.access import review
+from workers.config.workspaces import Resolved
 from workers.contracts.requests import MuteRequest
+from workers.records.stalls import MuteRecord, mute_key, mute_record_key
 from workers.render.mrkdwn import code
 from workers.render.slots import MuteNote, MuteSlot
 from workers.services import Services
-from workers.stall_records import MuteRecord, mute_key, mute_record_key
-from workers.workspaces import Resolved
 
 from .presses import NOT_HERE, offered_here
 from .presses import tell as _tell

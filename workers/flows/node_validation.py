@@ -26,9 +26,9 @@ from datetime import datetime
 import redis
 from pydantic import BaseModel, ConfigDict
 
-from workers.cluster_validate import validate_nodes
 from workers.collect.access import permits, review
 from workers.collect.report import RunReport
+from workers.config.workspaces import Resolved
 from workers.contracts.identity import Identity
 from workers.contracts.ids import VALIDATE_NODES_ACTION
 from workers.contracts.requests import ValidateNodesRequest
@@ -41,7 +41,7 @@ from workers.render.cards import build_workspace_card
 from workers.render.mrkdwn import code, escape
 from workers.services import Services
 from workers.surfaces.base import Failed
-from workers.workspaces import Resolved
+from workers.validation.cluster import validate_nodes
 
 from .presses import NOT_HERE, offered_here
 

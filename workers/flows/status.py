@@ -24,21 +24,21 @@ from pydantic import BaseModel
 
 from workers.collect.experiments import MlflowAuth
 from workers.collect.investigate import investigate
-from workers.collect.queue import QueueMemo
+from workers.collect.kueue import QueueMemo
+from workers.collect.operator_access import may_see_operator_hints
 from workers.collect.report import RunReport
 from workers.collect.workspace import check_connection, workspace_status
+from workers.config.workspaces import Resolved
 from workers.contracts.commands import WorkspaceStatusCommand
 from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceRequest
-from workers.escalation_offers import handoff_gap, offer_escalation
-from workers.operator_access import may_see_operator_hints
-from workers.posted_cards import PostedCard, render
+from workers.records.cards import PostedCard, render
+from workers.records.offers import handoff_gap, offer_escalation
 from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card, render_details
 from workers.render.charts import gpu_strip, left_out, left_out_text, loss_chart
 from workers.render.mrkdwn import code
 from workers.render.slots import ChartLink, ChartsSlot
 from workers.services import Services
 from workers.surfaces.base import Failed
-from workers.workspaces import Resolved
 
 from .node_validation import offer_node_validation
 

@@ -38,15 +38,17 @@ import redis
 from pydantic import BaseModel, Field
 
 from workers.collect.access import permits
+from workers.collect.kueue import QueueMemo
 from workers.collect.probe import Probe, probe_of, unchanged
-from workers.collect.queue import QueueMemo
-from workers.conditional_write import Recorder, commit_if_unchanged
+from workers.config.workspaces import Resolved
 from workers.contracts.identity import Identity
 from workers.contracts.ids import STOP_WATCHING_ACTION, watch_id
 from workers.contracts.requests import StatusRequest, StopRequest
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.profile import GpuProfile
-from workers.escalation_offers import (
+from workers.plumbing.conditional_write import Recorder, commit_if_unchanged
+from workers.plumbing.metrics import TICK_LAG, WATCH_TICKS
+from workers.records.offers import (
     Offer,
     claim_of,
     escalated_note,
@@ -55,7 +57,6 @@ from workers.escalation_offers import (
     offer_escalation,
     wants_handoff,
 )
-from workers.metrics import TICK_LAG, WATCH_TICKS
 from workers.render.buttons import CardButton, EscalatedNote
 from workers.render.cards import PhaseCardContext, build_phase_card
 from workers.render.mrkdwn import code, escape
@@ -63,7 +64,6 @@ from workers.render.profile import utilization_sparkline
 from workers.render.slots import EscalationSlot, WatchFooter
 from workers.services import Services
 from workers.surfaces.base import Failed
-from workers.workspaces import Resolved
 
 from .presses import NOT_HERE, offered_here
 from .status import StatusOutcome, deliver, diagnose_for_card, ensure_parent
@@ -399,7 +399,7 @@ def record_phases(state: WatchState, diagnosis: Diagnosis, now: datetime) -> Non
 def schedule_tick(services: Services, state: WatchState, now: datetime, *,
                   pipeline: Pipeline | Recorder | None = None) -> str:
     """The next tick, due at ``state.next_due``: a timed job in the workers' due set, which a
-    worker's `TickMover` claims then, to the millisecond (`workers/ticks.py`)."""
+    worker's `TickMover` claims then, to the millisecond (`workers/plumbing/timed_jobs.py`)."""
     due = state.next_due or now + timedelta(seconds=state.interval)
     delay = max(0.0, (due - now).total_seconds())
     return services.queue.enqueue_in(
@@ -450,7 +450,7 @@ def advance_unlocked(services: Services, state: WatchState, read: bytes, now: da
     """`advance` for a tick that read ``read`` without the watch's lock: the state and the next
     tick are written only if the state is still those bytes and nobody holds the lock (one
     script call instead of the lock's two round trips around the transaction,
-    `workers/conditional_write.py`). False: nothing was written."""
+    `workers/plumbing/conditional_write.py`). False: nothing was written."""
     _next_slot(state, now)
     writes = Recorder()
     save_state(writes, state, now)

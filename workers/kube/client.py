@@ -47,7 +47,7 @@ from multidict import CIMultiDict
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workers.contracts.identity import Identity
-from workers.loop import PROCESS_LOOP, ProcessLoop
+from workers.plumbing.loop import PROCESS_LOOP, ProcessLoop
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
@@ -285,7 +285,7 @@ class WarmKubeClients(KubeClients):
     Bounded: `connections` per cluster (more concurrent requests wait for one), idle ones closed
     after `idle_seconds`, at most `MAX_CLUSTERS` pools (the least recently used is closed), and
     each pool replaced after `POOL_MAX_AGE_SECONDS` so a kubeconfig's credentials are read again.
-    A pool belongs to the process's long-lived loop (`workers/loop.py`); a call from any other
+    A pool belongs to the process's long-lived loop (`workers/plumbing/loop.py`); a call from any other
     loop (the CLI, a test's own loop) gets a client of its own, as `KubeClients` gives.
     `bot()` — the monitor's streams, sized by the caller — is never pooled."""
 

@@ -30,7 +30,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from pydantic import BaseModel, ConfigDict
 
-from workers.metrics import KUBE_REQUESTS
+from workers.plumbing.metrics import KUBE_REQUESTS
 
 ErrorKind = Literal["forbidden", "not_found", "unavailable"]
 QueryValue = str | int | bool

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from workers import metrics
 from workers.kube.reader import KubeReader, ReadError, resource_path
+from workers.plumbing import metrics
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Auto-posts: one per stall of a run, edited in place, grouped by shared cause (SPEC §7b, §11).
 
-Every decision is backed by a Redis record (`workers/stall_records.py`), never
+Every decision is backed by a Redis record (`workers/records/stalls.py`), never
 by process memory, keyed by the run's uid. A new post is *claimed* before it
 is sent and the claim is deleted once its record is saved; every auto-post
 carries Slack message metadata (`taubot_stall`, the run's uid or the group's
@@ -35,17 +35,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from workers import metrics
 from workers.contracts.ids import MUTE_ACTION
 from workers.contracts.signing import sign_id
 from workers.diagnosis.models import Diagnosis
-from workers.escalation_offers import offer_escalation
-from workers.render.buttons import CardButton
-from workers.render.cards import CardError, build_group_card, build_phase_card
-from workers.render.mrkdwn import code, escape, truncate
-from workers.render.slots import AutoPostFooter, EscalationSlot, MuteSlot
-from workers.services import Services
-from workers.stall_records import (
+from workers.plumbing import metrics
+from workers.records.offers import offer_escalation
+from workers.records.stalls import (
     EVENT_TYPE,
     RECORD_TTL,
     MuteRecord,
@@ -58,6 +53,11 @@ from workers.stall_records import (
     record_key,
     save,
 )
+from workers.render.buttons import CardButton
+from workers.render.cards import CardError, build_group_card, build_phase_card
+from workers.render.mrkdwn import code, escape, truncate
+from workers.render.slots import AutoPostFooter, EscalationSlot, MuteSlot
+from workers.services import Services
 from workers.surfaces.base import Failed
 
 from .stalls import Stall, key_digest

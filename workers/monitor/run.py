@@ -30,22 +30,22 @@ from typing import Any
 
 import redis
 
-from workers import metrics
+from workers.collect.kueue import share_cluster_queues
 from workers.collect.logs.seen import remember
 from workers.collect.logs.sources import log_evidence
-from workers.collect.queue import share_cluster_queues
 from workers.collect.report import RunReport
+from workers.config.workspaces import WorkspaceConnection
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.linkage import find_run, meta
 from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.phases.common import RunContext
-from workers.diagnosis.runtime import main_started
+from workers.diagnosis.progress_checks import main_started
 from workers.kube.reader import KubeReader
+from workers.plumbing import metrics
+from workers.records.stalls import muted
 from workers.services import Services
-from workers.stall_records import muted
 from workers.surfaces.base import Failed, Sent, Surface
 from workers.surfaces.pacing import CHANNEL_PER_SECOND, Rate, SlackPacer
-from workers.workspaces import WorkspaceConnection
 
 from .cache import Cache
 from .index import group_by_run

@@ -18,7 +18,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.webhook import WebhookClient
 
-from workers.metrics import SLACK_CALLS, SLACK_RATELIMITED
+from workers.plumbing.metrics import SLACK_CALLS, SLACK_RATELIMITED
 
 from .base import Failed, Sent
 from .downloads import RedirectRefused, download, hop_policy

@@ -12,7 +12,7 @@ from __future__ import annotations
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-from workers.settings import Settings
+from workers.config.settings import Settings
 
 
 def make_web_client(settings: Settings, *, timeout: int = 10, rate_limit_retries: int = 2) -> WebClient:

@@ -29,10 +29,10 @@ import copy
 from typing import Any
 
 from workers.collect.workspace import readiness_report, tauworkspace_path
+from workers.config.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 from workers.contracts.identity import Identity
 from workers.kube.client import KubeClients
 from workers.kube.reader import DryRunAnswer, KubeReader, ReadError, resource_path
-from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 
 from .local import local_checks
 from .manifest import ManifestError, load

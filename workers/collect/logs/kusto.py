@@ -23,7 +23,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from workers.workspaces import KustoLogs
+from workers.config.workspaces import KustoLogs
 
 from .model import LogLine
 

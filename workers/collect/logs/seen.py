@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Protocol
 
 from workers.diagnosis.models import LogEvidence
-from workers.metrics import UNTRUSTED_DROPPED
+from workers.plumbing.metrics import UNTRUSTED_DROPPED
 
 log = logging.getLogger(__name__)
 

@@ -30,17 +30,17 @@ import json
 import re
 from datetime import datetime, timedelta
 
+from workers.config.workspaces import KustoLogs, Registry, ResolutionFailure
 from workers.contracts.identity import Identity
 from workers.diagnosis.linkage import RunObjects, labels, meta
 from workers.diagnosis.models import LogEvidence
 from workers.diagnosis.podfacts import containers, pod_name
 from workers.diagnosis.progress import strip_ansi
-from workers.diagnosis.runtime import DEFAULT_STALL_SECONDS
+from workers.diagnosis.progress_checks import DEFAULT_STALL_SECONDS
 from workers.diagnosis.timeutil import parse_time
 from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
 from workers.outside.text import redact, strip_controls
-from workers.workspaces import KustoLogs, Registry, ResolutionFailure
 
 from .kusto import KustoRefused, query_logs
 from .model import DEFAULT_TAIL, LogLine, LogsResult, last_lines

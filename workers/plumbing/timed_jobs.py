@@ -52,7 +52,7 @@ import redis
 from rq import Callback, Queue, Retry
 from rq.utils import import_attribute
 
-from workers.metrics import UNTRUSTED_DROPPED
+from workers.plumbing.metrics import UNTRUSTED_DROPPED
 
 log = logging.getLogger(__name__)
 

@@ -17,22 +17,42 @@ import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workers.collect.report import SUBMITTED_BY_ANNOTATION
+from workers.config.settings import Settings
+from workers.config.workspaces import WorkspaceConnection
 from workers.contracts.ids import ESCALATE_ACTION
 from workers.contracts.signing import sign_id
+from workers.diagnosis.linkage import SUBMITTED_BY_ANNOTATION
 from workers.diagnosis.models import Diagnosis, Owner
 from workers.outside.text import Outside
 from workers.render.buttons import CardButton, EscalatedNote
-from workers.settings import Settings
 
-if TYPE_CHECKING:
-    from workers.collect.report import RunReport
-    from workers.services import Services
+
+class RunReport(Protocol):
+    """What an offer reads of a status's answer (`workers.collect.report.RunReport` is one): the
+    records room names the shape it needs instead of importing the collect layer."""
+
+    @property
+    def diagnosis(self) -> Diagnosis: ...
+    @property
+    def workspace(self) -> str | None: ...
+    @property
+    def descriptor(self) -> WorkspaceConnection | None: ...
+    @property
+    def submitter(self) -> str | None: ...
+
+
+class Services(Protocol):
+    """What an offer needs of the process (`workers.services.Services` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def redis(self) -> redis.Redis: ...
 
 log = logging.getLogger(__name__)
 

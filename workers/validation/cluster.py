@@ -19,13 +19,13 @@ import asyncio
 import uuid
 from typing import Any
 
+from workers.config.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 from workers.contracts.identity import Identity
 from workers.diagnosis.checks import Check, LayerReport
 from workers.diagnosis.nodes import GPU, node_faults
 from workers.diagnosis.podfacts import condition
 from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
-from workers.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 VALIDATION_LABEL = "taugrid.io/node-validation"

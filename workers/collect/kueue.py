@@ -41,7 +41,7 @@ from workers.diagnosis.queue_position import (
     workload_key,
 )
 from workers.kube.reader import KubeReader, ReadError, resource_path
-from workers.metrics import UNTRUSTED_DROPPED
+from workers.plumbing.metrics import UNTRUSTED_DROPPED
 
 log = logging.getLogger(__name__)
 

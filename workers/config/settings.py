@@ -26,8 +26,8 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from workers.config.workspaces import OwnerRoute
 from workers.diagnosis.models import Owner
-from workers.workspaces import OwnerRoute
 
 ENV_PREFIX = "TAUBOT_"
 FILE_SUFFIX = "_FILE"
@@ -133,7 +133,7 @@ class Settings(BaseSettings):
 
     queue_name: str = Field(default="taubot", min_length=1)
     job_timeout_seconds: int = Field(default=120, gt=0)
-    job_retries: int = Field(default=7, ge=0)  # one per workers.queue.RETRY_INTERVALS
+    job_retries: int = Field(default=7, ge=0)  # one per workers.plumbing.jobqueue.RETRY_INTERVALS
     watch_interval_seconds: int = Field(
         default=15,
         ge=5,

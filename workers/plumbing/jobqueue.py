@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from rq import Callback, Queue, Retry
 
-from workers import ticks
 from workers.contracts.requests import Request
+from workers.plumbing import timed_jobs
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +102,12 @@ class RqQueue:
                    on_failure: str | None = None, pipeline: Any = None, exact: datetime | None = None) -> str:
         """``exact``: a timed job (a watch tick's slot), due to the millisecond: it waits in the
         workers' own due set, not in rq's schedule, and a worker's `TickMover` claims it then
-        (`workers/ticks.py`). Without ``exact``, rq's scheduler queues it after ``delay``."""
+        (`workers/plumbing/timed_jobs.py`). Without ``exact``, rq's scheduler queues it after ``delay``."""
         if exact is not None:
-            timed = ticks.TimedJob(id=job_id, job=job, args=args, timeout=timeout, retries=retries,
+            timed = timed_jobs.TimedJob(id=job_id, job=job, args=args, timeout=timeout, retries=retries,
                                    retry_interval=retry_interval, on_failure=on_failure,
                                    description=description)
-            ticks.schedule(pipeline if pipeline is not None else self.rq.connection, self.rq.name, timed,
+            timed_jobs.schedule(pipeline if pipeline is not None else self.rq.connection, self.rq.name, timed,
                            exact.timestamp())
             return job_id
         pipe = pipeline if pipeline is not None else self.rq.connection.pipeline()
@@ -116,7 +116,7 @@ class RqQueue:
             job_id=job_id, job_timeout=timeout,
             retry=Retry(max=retries, interval=[retry_interval]) if retries > 0 else None,
             on_failure=Callback(on_failure) if on_failure else None,
-            result_ttl=ticks.RESULT_TTL_SECONDS, failure_ttl=ticks.FAILURE_TTL_SECONDS,
+            result_ttl=timed_jobs.RESULT_TTL_SECONDS, failure_ttl=timed_jobs.FAILURE_TTL_SECONDS,
             description=description or job, pipeline=pipe,
         )
         if pipeline is None:
@@ -127,7 +127,7 @@ class RqQueue:
         from rq.exceptions import NoSuchJobError
         from rq.job import Job
 
-        ticks.cancel(self.rq.connection, self.rq.name, job_id)
+        timed_jobs.cancel(self.rq.connection, self.rq.name, job_id)
         try:
             Job.fetch(job_id, connection=self.rq.connection).delete()
         except NoSuchJobError:

@@ -6,7 +6,7 @@
   answers (Redis for all three; Slack's `auth.test` already passed at start,
   or the process would have exited with one line saying why).
 * `/metrics` — prometheus_client's text exposition; in the worker it merges
-  the work horses' samples (`workers.metrics.scrape`).
+  the work horses' samples (`workers.plumbing.metrics.scrape`).
 
 The bot mounts these routes beside `/slack/events` on its own port
 (`bot/serve.py`); the worker and the monitor serve them on a small
@@ -22,7 +22,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from workers.metrics import scrape
+from workers.plumbing.metrics import scrape
 
 log = logging.getLogger(__name__)
 
