@@ -37,7 +37,9 @@ def test_bundled_example_json(example) -> None:
     doc = json.loads(out.stdout)
     assert set(doc) == CONTRACT_KEYS
     assert [p["name"] for p in doc["phases"]] == PHASES
-    assert all(set(p) == {"name", "state", "summary", "reason"} for p in doc["phases"])  # reason: issue 23
+    # reason: issue 23; the admission phase also carries Kueue's token and preemption (issue 35, SPEC §5b)
+    assert all(set(p) == {"name", "state", "summary", "reason"} | (
+        {"kueue_reason", "preemption"} if p["name"] == "Kueue admission" else set()) for p in doc["phases"])
     assert doc["run"] == {"name": example.run, "namespace": doc["run"]["namespace"], "kind": example.kind}
     assert doc["first_incomplete"] == example.first_incomplete
     assert doc["layer"] == example.layer

@@ -114,6 +114,9 @@ class RunObjects:
     claims: dict[str, dict] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     queues: list[dict] = field(default_factory=list)
+    # Every other Kueue Workload the snapshot holds (any namespace): what the user could read of
+    # the queue's other runs — a preemptor to name, the holders of a flavour (issue 35).
+    peer_workloads: list[dict] = field(default_factory=list)
     _events_by_name: dict[tuple[str, str], list[Event]] = field(default_factory=dict, repr=False)
 
     @property
@@ -301,6 +304,9 @@ def find_run(objects: list[dict], name: str, namespace: str | None = None) -> Ru
         ):
             workloads.append(wl)
     result.workloads = workloads
+    mine = {id(w) for w in workloads}
+    result.peer_workloads = [w for w in by_kind.get("Workload", [])
+                             if id(w) not in mine and group_of(w) == "kueue.x-k8s.io"]
 
     for claim in same_ns.get("ResourceClaim", []):
         if group_of(claim) != "resource.k8s.io":

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from workers.outside.text import Outside
 
 from .eta import Eta
+from .preemption import Preemption
 from .queue_position import QueuePosition
 
 Owner = Literal[
@@ -83,6 +84,11 @@ class PhaseResult(BaseModel):
                               "common: `ClusterQueue <name>`, `<node pool>: <normalised message>`, an image")
     via: str | None = Field(default=None, description="The pod-level phase whose evidence this result "
                             "borrows (RayCluster not ready because of Pod scheduling, …)")
+    kueue: bool = Field(default=False, description="The Kueue admission phase: its `kueue_reason` and "
+                        "`preemption` are part of the JSON contract (SPEC §5b), null or not")
+    kueue_reason: Outside | None = Field(default=None, description="Kueue's QuotaReserved=False reason "
+                                         "token (KEP-10852), verbatim; None for older Kueue's `Pending`")
+    preemption: Preemption | None = Field(default=None, description="what took a preempted run's place")
 
 
 class RunRef(BaseModel):
@@ -182,7 +188,9 @@ class Diagnosis(BaseModel):
         return {
             "run": self.run.model_dump(),
             "phases": [
-                {"name": p.name, "state": p.state.value, "summary": p.summary, "reason": p.reason}
+                {"name": p.name, "state": p.state.value, "summary": p.summary, "reason": p.reason,
+                 **({"kueue_reason": p.kueue_reason,
+                     "preemption": p.preemption.contract() if p.preemption else None} if p.kueue else {})}
                 for p in self.phases
             ],
             "first_incomplete": self.first_incomplete,

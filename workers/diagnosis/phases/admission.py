@@ -11,12 +11,22 @@ never that pods run.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import registry
-from ..linkage import QUEUE_LABEL, labels, meta
+from ..kueue_reasons import (
+    ADMISSION_GATED_BY,
+    RESEARCHER_FLAVOR,
+    RESEARCHER_FLAVOR_RE,
+    UNKNOWN,
+    WAITING_ACTION,
+    is_token,
+    row_for,
+)
+from ..linkage import QUEUE_LABEL, RunObjects, labels, meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import condition, kueue_gated
+from ..preemption import Preemption, preemption_of, preemption_text
 from .common import RunContext, clip, result
 
 NAME = registry.ADMISSION.name
@@ -26,8 +36,7 @@ WAITING = Finding(
     reason="quota.waiting",
     owner="queue-owner",
     transient=True,
-    next_action="The queue has no free quota for this run right now (including borrowing "
-    "limits): wait, or ask the queue owner for capacity or priority.",
+    next_action=WAITING_ACTION,
 )
 CHECK_PENDING = Finding(
     reason="quota.check_pending",
@@ -105,6 +114,11 @@ BROKEN_RE = re.compile(
 NO_FLAVOR_RE = re.compile(
     r"untolerated taint .* in flavor|doesn't match node affinity|unavailable in ClusterQueue", re.I
 )
+REQUESTED_FLAVOR_RE = re.compile(RESEARCHER_FLAVOR_RE, re.I)
+GATED_BY_RE = re.compile(r"Admission is gated by: (?P<gates>.+)")
+# Kueue's waitForPodsReadyIfNeeded message (pkg/scheduler/scheduler.go), also under the legacy
+# reason `Waiting` when the UnadmittedWorkloadsObservability gate is off.
+PODS_READY_WAIT_RE = re.compile(r"waiting for all admitted workloads to be in PodsReady condition", re.I)
 
 
 @dataclass(frozen=True)
@@ -114,6 +128,8 @@ class Verdict:
     finding: Finding
     evidence: str
     explain: str = ""
+    token: str | None = None  # the KEP-10852 QuotaReserved=False token, verbatim
+    preemption: Preemption | None = None
 
 
 def _cond_true(wl: dict, ctype: str) -> dict | None:
@@ -121,7 +137,7 @@ def _cond_true(wl: dict, ctype: str) -> dict | None:
     return cond if cond and cond.get("status") == "True" else None
 
 
-def _evicted(wl: dict, name: str) -> Verdict | None:
+def _evicted(wl: dict, name: str, objs: RunObjects | None = None) -> Verdict | None:
     ev = _cond_true(wl, "Evicted")
     if ev is None:
         return None
@@ -129,6 +145,12 @@ def _evicted(wl: dict, name: str) -> Verdict | None:
     msg = ev.get("message") or ""
     evidence = f"{name}: Evicted={reason}: {clip(msg)}"
     if reason == "Preempted":
+        events = objs.events_for("Workload", name) if objs is not None else []
+        preemption = preemption_of(wl, events, objs.peer_workloads if objs is not None else [])
+        if preemption is not None:
+            return Verdict(PhaseState.WARNING, "Preempted", PREEMPTED, evidence,
+                           f"{preemption_text(preemption)}: capacity was reclaimed for other work",
+                           preemption=preemption)
         pre = _cond_true(wl, "Preempted")
         detail = f" ({pre.get('reason')})" if pre and pre.get("reason") else ""
         return Verdict(PhaseState.WARNING, "Preempted", PREEMPTED, evidence,
@@ -143,18 +165,66 @@ def _evicted(wl: dict, name: str) -> Verdict | None:
                                                      "MaximumExecutionTimeExceeded"):
         # Kueue never requeues a deactivated Workload (e.g. DeactivatedDueToRequeuingLimitExceeded,
         # DeactivatedDueToAdmissionCheck): a person reactivates it after fixing the cause.
-        return Verdict(PhaseState.WARNING, reason, DEACTIVATED, evidence, "evicted: deactivated")
+        return Verdict(PhaseState.WARNING, reason, DEACTIVATED, evidence,
+                       f"evicted: deactivated{_deactivated_by(wl, reason)}")
     return Verdict(PhaseState.WARNING, reason, PREEMPTED, evidence, f"evicted ({reason})")
 
 
-def judge_workload(wl: dict) -> Verdict:
+def _deactivated_by(wl: dict, reason: str) -> str:
+    """Who deactivated it, when Kueue says (the Evicted reason's `DueTo<cause>`, workload_controller.go):
+    a time limit is the run having used its time."""
+    cause = reason.partition("DueTo")[2] if "DueTo" in reason else reason
+    if cause == "MaximumExecutionTimeExceeded":
+        limit = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+        return (f" — the run used its time limit (maximumExecutionTimeSeconds={limit})" if limit
+                else " — the run used its time limit (maximumExecutionTimeSeconds)")
+    if cause == "RequeuingLimitExceeded":
+        return " by Kueue: it was requeued more times than waitForPodsReady.requeuingStrategy allows"
+    if cause == "AdmissionCheck":
+        return " by Kueue: an admission check rejected it"
+    return ""
+
+
+def _token_verdict(wl: dict, name: str, token: str, msg: str, evidence: str) -> Verdict:
+    """A KEP-10852 token through the table (`kueue_reasons.TOKENS`); a token not in it verbatim."""
+    row = row_for(token)
+    if row is None:
+        return Verdict(PhaseState.PENDING, token, UNKNOWN, evidence,
+                       f"Kueue reason {token} (not known to taubot): {clip(msg, 160)}", token=token)
+    finding, explain = row.finding, row.explain
+    if token == "NoMatchingFlavor" and REQUESTED_FLAVOR_RE.search(msg):
+        finding = RESEARCHER_FLAVOR
+    elif token == "AdmissionGated":
+        gates = (meta(wl).get("annotations") or {}).get(ADMISSION_GATED_BY)
+        match = GATED_BY_RE.search(msg)
+        gate = gates or (match.group("gates").strip() if match else None)
+        explain = f"admission gated by {gate}" if gate else (
+            "a preemption gate is closed" if "gated" in msg else explain)
+    elif token == "Deactivated":
+        ev = _cond_true(wl, "Evicted")
+        explain += _deactivated_by(wl, (ev or {}).get("reason") or "") if ev else ""
+    elif token == "Suspended":
+        explain = f"{explain}: {clip(msg, 120)}" if msg else explain
+    return Verdict(row.state, token, finding, evidence, explain, token=token)
+
+
+def judge_workload(wl: dict, objs: RunObjects | None = None) -> Verdict:
     """One Workload's admission verdict; the table of SPEC §3/§4 in code order."""
     name = meta(wl).get("name") or "workload"
+    qr = condition(wl, "QuotaReserved")
+    qr_reason = (qr or {}).get("reason") or ""
+    token = qr_reason if qr and qr.get("status") == "False" and is_token(qr_reason) else None
+    verdict = _judge(wl, name, qr, token, objs)
+    return verdict if verdict.token == token else replace(verdict, token=token)
+
+
+def _judge(wl: dict, name: str, qr: dict | None, token: str | None, objs: RunObjects | None) -> Verdict:
     if _cond_true(wl, "Finished"):
         return Verdict(PhaseState.DONE, "Finished", ADMITTED, f"{name}: Finished")
     if (wl.get("spec") or {}).get("active") is False:
         return Verdict(PhaseState.WARNING, "Deactivated", DEACTIVATED, f"{name}: spec.active=false",
-                       "the Workload is deactivated (spec.active: false)")
+                       "the Workload is deactivated (spec.active: false)"
+                       + _deactivated_by(wl, (_cond_true(wl, "Evicted") or {}).get("reason") or ""))
     rejected = [c for c in (wl.get("status") or {}).get("admissionChecks") or []
                 if c.get("state") == "Rejected"]
     if rejected:
@@ -163,14 +233,13 @@ def judge_workload(wl: dict) -> Verdict:
                        f"{name}: admission check {c.get('name')} Rejected: "
                        f"{clip(c.get('message') or '')}",
                        f"admission check {c.get('name')} rejected")
-    evicted = _evicted(wl, name)
+    evicted = _evicted(wl, name, objs)
     if evicted:
         return evicted
     if _cond_true(wl, "Admitted"):
         cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
         where = f" by ClusterQueue {cq}" if cq else ""
         return Verdict(PhaseState.DONE, "Admitted", ADMITTED, f"{name}: Admitted{where}")
-    qr = condition(wl, "QuotaReserved")
     if qr is None:
         return Verdict(PhaseState.PENDING, "NotAttempted", WAITING,
                        f"{name}: no QuotaReserved condition yet", "not yet attempted by Kueue")
@@ -185,14 +254,21 @@ def judge_workload(wl: dict) -> Verdict:
     reason = qr.get("reason") or "Pending"
     msg = qr.get("message") or ""
     evidence = f"{name}: QuotaReserved=False reason={reason}: {clip(msg)}"
-    if reason == "ExceedsMaxQuota" or (OVER_MAX_RE.search(msg) and "unused" not in msg):
+    if token is not None:
+        return _token_verdict(wl, name, token, msg, evidence)
+    # Older Kueue (no token): the message says why.
+    if OVER_MAX_RE.search(msg) and "unused" not in msg:
         return Verdict(PhaseState.WARNING, reason, OVER_MAX, evidence,
                        "request exceeds the queue's maximum quota")
-    if reason in ("Misconfigured", "Inadmissible") or BROKEN_RE.search(msg):
+    if reason == "Inadmissible" or BROKEN_RE.search(msg):
         return Verdict(PhaseState.WARNING, reason, QUEUE_BROKEN, evidence,
                        "queue missing, stopped or inactive")
-    if reason == "NoMatchingFlavor" or NO_FLAVOR_RE.search(msg):
+    if NO_FLAVOR_RE.search(msg):
         return Verdict(PhaseState.WARNING, reason, NO_FLAVOR, evidence, "no matching flavor")
+    if PODS_READY_WAIT_RE.search(msg):
+        row = row_for("WaitingForPodsReady")
+        assert row is not None
+        return Verdict(row.state, reason, row.finding, evidence, row.explain)
     return Verdict(PhaseState.PENDING, reason, WAITING, evidence, "waiting for quota")
 
 
@@ -225,9 +301,28 @@ def queue_cause(ctx: RunContext, queues: list[str]) -> str | None:
 
 
 def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
+    """The phase line, carrying Kueue's own answer for the JSON contract (SPEC §5b): the token
+    of the Workload the line is about (`kueue_reason`) and, for a preempted run, `preemption`."""
+    answer, verdict = _evaluate(ctx)
+    update: dict = {"kueue": True}
+    if verdict is not None:
+        update.update(kueue_reason=verdict.token, preemption=verdict.preemption)
+    return answer.model_copy(update=update)
+
+
+def _requeued(wl: dict) -> str:
+    """A preempted run's standing since: Kueue requeued it (its QuotaReserved=False reason)."""
+    qr = condition(wl, "QuotaReserved")
+    if not qr or qr.get("status") != "False":
+        return ""
+    row = row_for(qr.get("reason") or "")
+    return f"; requeued: {row.explain}" if row else "; requeued, waiting for quota"
+
+
+def _evaluate(ctx: RunContext) -> tuple[PhaseResult, Verdict | None]:
     objs = ctx.objs
     if objs.run is None:
-        return result(NAME, LAYER, PhaseState.PENDING, "waiting for the run to exist", WAITING)
+        return result(NAME, LAYER, PhaseState.PENDING, "waiting for the run to exist", WAITING), None
     queue_label = labels(objs.run).get(QUEUE_LABEL)
     workloads = objs.workloads
     queues = sorted({(wl.get("spec") or {}).get("queueName") or "" for wl in workloads} - {""})
@@ -238,17 +333,19 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
         if not queue_label:
             return result(NAME, LAYER, PhaseState.SKIPPED,
                           "not managed by Kueue (no kueue.x-k8s.io/queue-name label, no Workload)",
-                          ADMITTED)
+                          ADMITTED), None
         broken = _queue_objects_verdict(ctx)
         if broken:
             return result(NAME, LAYER, PhaseState.WARNING,
                           f"0/1 admitted {qtext} reason={broken.reason}: {broken.explain}",
-                          broken.finding, [broken.evidence], cause=queue_cause(ctx, queues))
+                          broken.finding, [broken.evidence], cause=queue_cause(ctx, queues)), None
         suspended = bool((objs.run.get("spec") or {}).get("suspend"))
         why = "run suspended, no Workload yet" if suspended else "no Workload yet"
         return result(NAME, LAYER, PhaseState.PENDING, f"0/1 admitted {qtext} reason=NoWorkload: {why}",
-                      NOT_CREATED)
-    verdicts = [judge_workload(wl) for wl in workloads]
+                      NOT_CREATED), None
+    verdicts = [judge_workload(wl, objs) for wl in workloads]
+    verdicts = [replace(v, explain=v.explain + _requeued(wl)) if v.preemption is not None else v
+                for v, wl in zip(verdicts, workloads, strict=True)]
     admitted = sum(v.state is PhaseState.DONE for v in verdicts)
     head = f"{admitted}/{len(verdicts)} admitted {qtext}"
     evidence = [v.evidence for v in verdicts]
@@ -261,7 +358,7 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
         gated = [p for p in objs.pods if kueue_gated(p)]
         note = f"; {len(gated)} pods still gated" if gated else ""
         return result(NAME, LAYER, PhaseState.DONE,
-                      f"{head} (quota reserved; does not prove pods run){note}", ADMITTED, evidence)
+                      f"{head} (quota reserved; does not prove pods run){note}", ADMITTED, evidence), None
     broken = _queue_objects_verdict(ctx)
     if broken and all(v.state is not PhaseState.WARNING for v in open_):
         open_.insert(0, broken)
@@ -270,5 +367,5 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
         chosen = next((v for v in open_ if v.state is state), None)
         if chosen:
             return result(NAME, LAYER, state, f"{head} reason={chosen.reason}: {chosen.explain}",
-                          chosen.finding, evidence, cause=queue_cause(ctx, queues))
+                          chosen.finding, evidence, cause=queue_cause(ctx, queues)), chosen
     raise AssertionError("unreachable: open verdicts have a state")
