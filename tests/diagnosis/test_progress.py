@@ -177,6 +177,6 @@ def test_cli_logs_file_adds_checks_and_recovery_to_the_json(tmp_path: Path) -> N
     assert doc["first_incomplete"] == "Runtime progress" and doc["layer"] == 7
     assert doc["checks"] == [{"name": "Runtime progress", "layer": 7, "state": "warning",
                               "summary": doc["checks"][0]["summary"], "owner": "researcher",
-                              "reason": "progress.stalled"}]
+                              "reason": "progress.stalled", "culprit": None}]
     assert doc["recovery"]["action"] == "resume-from-checkpoint"
     assert "checkpoint-48000" in doc["recovery"]["summary"]

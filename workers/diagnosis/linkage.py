@@ -117,6 +117,7 @@ class RunObjects:
     # Every other Kueue Workload the snapshot holds (any namespace): what the user could read of
     # the queue's other runs — a preemptor to name, the holders of a flavour (issue 35).
     peer_workloads: list[dict] = field(default_factory=list)
+    nodes: dict[str, dict] = field(default_factory=dict)  # the Node objects the run's pods are bound to
     _events_by_name: dict[tuple[str, str], list[Event]] = field(default_factory=dict, repr=False)
 
     @property
@@ -276,6 +277,8 @@ def find_run(objects: list[dict], name: str, namespace: str | None = None) -> Ru
             ):
                 pods.append(p)
     result.pods = pods
+    bound = {(p.get("spec") or {}).get("nodeName") for p in pods}
+    result.nodes = {meta(n).get("name"): n for n in by_kind.get("Node", []) if meta(n).get("name") in bound}
 
     # One pass over the run's pods for what the rest links by (at 20,000 pods each extra pass
     # cost ~10 ms of cache misses, bench/bench_evaluate.py).

@@ -84,11 +84,35 @@ class PhaseResult(BaseModel):
                               "common: `ClusterQueue <name>`, `<node pool>: <normalised message>`, an image")
     via: str | None = Field(default=None, description="The pod-level phase whose evidence this result "
                             "borrows (RayCluster not ready because of Pod scheduling, …)")
+    culprit: Culprit | None = Field(default=None, description="Runtime progress of a distributed run: the "
+                                    "rank the evidence singles out (SPEC §5c), else None")
     kueue: bool = Field(default=False, description="The Kueue admission phase: its `kueue_reason` and "
                         "`preemption` are part of the JSON contract (SPEC §5b), null or not")
     kueue_reason: Outside | None = Field(default=None, description="Kueue's QuotaReserved=False reason "
                                          "token (KEP-10852), verbatim; None for older Kueue's `Pending`")
     preemption: Preemption | None = Field(default=None, description="what took a preempted run's place")
+    driver_stack: list[Outside] = Field(default_factory=list, description=(
+        "Runtime progress of a stalled RayJob: the driver's top frames from Ray's py-spy endpoint, redacted"))
+
+
+class Culprit(BaseModel):
+    """The rank (or only the node) the ranks' logs single out for a hang or crash (SPEC §5c).
+
+    `rank` is None when the evidence names a node or worker IP but no rank (Ray's "A worker
+    died … Worker IP address"); `summary` is the one sentence the card shows."""
+
+    rank: int | None = None
+    pod: Outside | None = None
+    node: Outside | None = None
+    operation: Outside | None = None
+    seq: int | None = None
+    evidence: list[Outside] = Field(default_factory=list)
+    summary: Outside = ""
+    node_fault: Outside | None = Field(default=None, description="The culprit node's layer-6 fault, if any")
+
+    def contract(self) -> dict:
+        return {"rank": self.rank, "pod": self.pod, "node": self.node, "operation": self.operation,
+                "seq": self.seq, "evidence": list(self.evidence)}
 
 
 class RunRef(BaseModel):
@@ -121,13 +145,24 @@ class Recovery(BaseModel):
         "place instead of both (not part of the --format json contract)"))
 
 
+class PodLog(BaseModel):
+    """One pod's log tail among a distributed run's ranks (SPEC §5c), or why it could not be read."""
+
+    pod: str
+    lines: list[tuple[str | None, str]] = Field(default_factory=list)
+    unavailable: str | None = None
+    truncated: bool = Field(default=False, description="the bound (lines or bytes) cut the tail")
+
+
 class LogEvidence(BaseModel):
     """The run's log as the Runtime progress check reads it: (time, text) lines, oldest first,
-    or why it could not be read."""
+    or why it could not be read; for a distributed run also every rank's tail (`ranks`)."""
 
     lines: list[tuple[str | None, str]] = Field(default_factory=list)
     unavailable: str | None = None
     source: str | None = None
+    ranks: list[PodLog] = Field(default_factory=list, description="each pod's tail, one round (SPEC §5c)")
+    ranks_sampled: str | None = Field(default=None, description="beyond the bound: which pods were read")
     unchanged_since: datetime | None = Field(default=None, description=(
         "An untimed source (Ray's Jobs API): since when this log's tail has been the same, as "
         "remembered across reads (SPEC §11); None when no earlier read is known"))
@@ -200,7 +235,9 @@ class Diagnosis(BaseModel):
             "next_action": self.next_action,
             "checks": [
                 {"name": c.name, "layer": c.layer, "state": c.state.value, "summary": c.summary,
-                 "owner": c.finding.owner, "reason": c.reason} for c in self.checks
+                 "owner": c.finding.owner, "reason": c.reason,
+                 **({"culprit": c.culprit.contract() if c.culprit else None}
+                    if c.reason.startswith("progress.") else {})} for c in self.checks
             ],
             "recovery": self.recovery.model_dump(include={"action", "summary"}) if self.recovery else None,
             "queue_position": self.queue_position.model_dump() if self.queue_position else None,

@@ -142,7 +142,11 @@ def gpu_node_health(ctx: RunContext, nodes: dict[str, dict], unread: dict[str, s
     ``nodes`` are the Node objects that were read, ``unread`` the run's nodes
     that could not be (node → why: absent from the dump, permission denied).
     """
-    pods = [p for p in ctx.objs.pods if (p.get("spec") or {}).get("nodeName") and not is_terminal(p)]
+    bound = [p for p in ctx.objs.pods if (p.get("spec") or {}).get("nodeName")]
+    pods = [p for p in bound if not is_terminal(p)]
+    if not pods and ctx.terminal() != "succeeded":
+        # Every pod ended and some failed: the nodes they ran on still explain it (SPEC §5a).
+        pods = [p for p in bound if (p.get("status") or {}).get("phase") == "Failed"]
     names = sorted({(p.get("spec") or {}).get("nodeName") for p in pods})
     if not names:
         return None

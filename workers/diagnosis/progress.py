@@ -129,8 +129,46 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("torchrun child failed", "torch.distributed.elastic (showlab/EgoVLP#21)",
               _re(r"ChildFailedError|elastic\.multiprocessing\.api:failed \(exitcode"), "crash",
               "a torchrun worker process failed"),
+    # torch >= 2.2 logs it through its own logger: `E1201 20:22:25.388000 27635 torch/distributed/
+    # elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 3 (pid: 27711) of binary:
+    # …` (recorded: tests/fixtures/logs/real/torchrun-rank-traceback.log; torch 2.13 api.py).
+    Signature("torchrun worker failed", "torch 2.13 elastic/multiprocessing/api.py (recorded run)",
+              _re(r"\bfailed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\) of binary"), "crash",
+              "a torchrun worker process failed"),
+    # The ChildFailedError summary read without its header line (a tail cut above it): the block's
+    # `Root Cause (first observed failure):` heading (torch elastic errors/__init__.py; recorded run).
+    Signature("torchrun root cause", "torch elastic ChildFailedError summary (recorded run)",
+              _re(r"^Root Cause \(first observed failure\):"), "crash", "a torchrun worker process failed"),
+    # NCCL's own error codes as PyTorch raises them: `NCCL error in: …ProcessGroupNCCL.cpp:1970,
+    # unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5` /
+    # `ncclUnhandledCudaError: Call to CUDA function failed.` (NVIDIA/nccl src/init.cc
+    # ncclGetErrorString; pastes in docs/reference/training-logs-ranks.md) and the older
+    # `RuntimeError: NCCL Error 2: unhandled system error`.
+    Signature("NCCL error", "NVIDIA/nccl src/init.cc ncclGetErrorString; torch NCCLUtils.hpp",
+              _re(r"\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidUsage|RemoteError)\b|"
+                  r"\bNCCL Error \d+:|\bNCCL error in: |NCCL communicator was aborted"), "crash",
+              "an NCCL error ended the collective"),
+    # Ray's exceptions as the driver prints them, often with no `Traceback` line above (a tail, or
+    # Ray's own formatting): `ray.exceptions.RayTaskError(RuntimeError): ray::main_task() (pid=7773,
+    # ip=172.17.0.2)`, `ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing
+    # this task.` (ray 2.60 python/ray/exceptions.py; pastes in docs/reference/training-logs-ranks.md).
+    Signature("Ray task error", "ray 2.60 python/ray/exceptions.py RayTaskError",
+              _re(r"^(?:ray\.exceptions\.)?RayTaskError(?:\(\w+\))?: "), "crash", "a Ray task failed"),
+    Signature("Ray actor died", "ray 2.60 python/ray/exceptions.py ActorDiedError",
+              _re(r"^(?:ray\.exceptions\.)?(?:ActorDiedError|RayActorError|ActorUnavailableError): "),
+              "crash", "a Ray actor died"),
+    # The raylet's report of a dead worker: it names the worker's IP, no rank (ray src/ray/raylet/
+    # node_manager.cc: `A worker died or was killed while executing a task by an unexpected system
+    # error. … Worker IP address: 33.137.92.88 Worker port: … Worker PID: …`).
+    Signature("Ray worker died", "ray src/ray/raylet/node_manager.cc (raylet)",
+              _re(r"A worker died or was killed while executing a task"), "crash",
+              "a Ray worker process died"),
+    Signature("segmentation fault", "glibc/absl signal handlers (`*** SIGSEGV received at time=…`)",
+              _re(r"^\*\*\* SIG(?:SEGV|BUS|ABRT|FPE|ILL) received at time=|^Segmentation fault\b"), "crash",
+              "the process died of a signal"),
 )
-LAUNCHERS = frozenset({"torchrun child failed"})  # signatures that only say "a worker failed"
+LAUNCHERS = frozenset({"torchrun child failed", "torchrun worker failed",
+                       "torchrun root cause"})  # signatures that only say "a worker failed"
 # One pass over a line first: most lines match no signature and no checkpoint, and a single
 # alternation is several times cheaper than trying each row (bench/bench_progress.py).
 _ANY_SIGNATURE = re.compile("|".join(f"(?:{s.regex.pattern})" for s in SIGNATURES), re.IGNORECASE)
@@ -173,6 +211,7 @@ _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|
 _PREFIX = re.compile(
     r"^(?:"
     r"\([\w.:<>-]+ pid=\d+(?:, ip=[\w.:-]+)?\)\s?"              # Ray worker/actor: (RayTrainWorker pid=81)
+    r"|\((?:raylet|gcs_server|autoscaler|dashboard_agent)(?:, ip=[\w.:-]+)?\)\s?"  # Ray's own: (raylet)
     r"|\[(?:rank|default)\d+\]:\s?"                                # torchrun/elastic: [rank3]: / [default0]:
     r"|\[transformers\] "                                          # transformers 5's logger
     r"|\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\|[\w.-]+:\d+\] [\d-]+ [\d:,.]+ >> "  # HF logging
@@ -233,6 +272,7 @@ class Progress:
     total: float | None = None  # the run's total steps, when a line states it
     points: list[tuple[datetime | None, float | None, float | None]] = field(default_factory=list)
     rates: list[tuple[float | None, float]] = field(default_factory=list)  # (step, learning rate)
+    last_error: str | None = None  # the newest error-looking line of the last lines, as displayed
 
     @property
     def last_loss(self) -> float | None:
@@ -319,7 +359,9 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
             out.last_line_at = at
         if _ANY_SIGNATURE.search(text):
             sig = next(sig for sig in SIGNATURES if sig.regex.search(text))
-            out.found = Found(sig.name, sig.kind, sig.summary, display(raw)[:300], at)
+            # A crash's summary names the line (SPEC §11: summaries from evidence), clipped.
+            summary = sig.summary if sig.kind == "hang" else f"{sig.summary}: {display(text)[:160]}"
+            out.found = Found(sig.name, sig.kind, summary, display(raw)[:300], at)
         saved = checkpoint_path(text)
         if saved is not None:
             out.last_checkpoint, out.checkpoint_at = saved, at
@@ -367,6 +409,7 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
         tail.append(_Seen(at, text, raw, progress, advanced, stamp))
     del out.points[:-POINTS_KEPT]
     del out.rates[:-POINTS_KEPT]
+    out.last_error = _last_error(tail)
     if out.found is None or out.found.kind != "hang":
         crash = _final_crash(list(tail))
         if crash is not None:
@@ -376,6 +419,29 @@ def parse_progress(lines: Iterable[tuple[str | None, str]]) -> Progress:
                      and out.found.signature not in LAUNCHERS)
             out.found = out.found if named else crash
     return out
+
+
+# An error-looking line: what a failed run's summary names when no signature or traceback did
+# (SPEC §11: never "shows no error" when the last lines carry one).
+_ERROR_WORD = re.compile(r"\b(?:error|exception|fatal|failed|failure|killed|aborted|abort|segmentation fault|"
+                         r"core dumped|exitcode: -?[1-9]|exit code -?[1-9]|return code = -?[1-9])\b",
+                         re.IGNORECASE)
+LAST_ERROR_LINES = 40  # how far back from the end an error line still names a failed run's cause
+
+
+def _last_error(tail: deque[_Seen] | list[_Seen]) -> str | None:
+    """The newest error-looking line among the last non-blank lines, as displayed; None when none."""
+    seen = 0
+    for item in reversed(tail):
+        text = item.text.strip()
+        if not text:
+            continue
+        seen += 1
+        if seen > LAST_ERROR_LINES or item.advanced:
+            return None
+        if _exception_line(text) or _ERROR_WORD.search(text):
+            return display(item.raw)[:300]
+    return None
 
 
 def _exception_line(text: str) -> bool:

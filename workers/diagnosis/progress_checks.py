@@ -11,10 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from . import registry
-from .models import ExperimentEvidence, Finding, LogEvidence, PhaseResult, PhaseState
+from .culprit import RankFacts, RankReport, find_culprit, follower, pod_rank, read_ranks, why_no_culprit
+from .linkage import meta
+from .models import ExperimentEvidence, Finding, LogEvidence, PhaseResult, PhaseState, PodLog
 from .phases.common import RunContext, clip, result
 from .podfacts import containers, is_terminal, pod_phase
-from .progress import Progress, parse_progress
+from .progress import Found, Progress, parse_progress
 from .timeutil import parse_time, stamp
 
 RUNTIME = registry.RUNTIME_PROGRESS.name
@@ -37,6 +39,10 @@ FAILED_SILENT = Finding(reason="progress.failed_silent", owner="researcher", tra
                         next_action="The run failed but its log's last lines show no error: the failure's "
                         "evidence is elsewhere (the exit code, the RayJob's message); read the whole log "
                         "(`/tau logs <run>`), fix the cause and resubmit.")
+CULPRIT_NODE = Finding(reason="progress.culprit_node", owner="node-pool-owner", transient=False,
+                       next_action="The rank the others wait on ran on a node with a fault: the node-pool "
+                       "owner drains and repairs that node (`tau cluster validate nodes`); then resume the "
+                       "run from the last checkpoint on healthy nodes.")
 PROGRESSING = Finding(reason="progress.ok", owner="researcher", transient=None,
                       next_action="The run is making progress; nothing to do.")
 UNREAD = Finding(reason="progress.unread", owner="researcher", transient=None,
@@ -110,13 +116,68 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
     """The Runtime progress check, or None while the main process has not started."""
     if not main_started(ctx):
         return None, None
-    verdict = ctx.terminal()
     if logs.unavailable is not None:
         return result(RUNTIME, LAYER, PhaseState.SKIPPED, f"unavailable: {clip(logs.unavailable, 200)}",
                       UNREAD), None
-    p = parse_progress(logs.lines)
+    report = read_ranks(logs.ranks, ctx.objs.pods, logs.ranks_sampled) if logs.ranks else None
+    p = parse_progress(logs.lines if logs.lines or not logs.ranks else _primary(logs.ranks, ctx.objs.pods))
+    if report is not None and p.found is None:
+        p.found = _ranks_found(report)
+    check, p = _runtime_progress(ctx, logs, stall_seconds, p)
+    if report is None or check.state is not PhaseState.WARNING:
+        return check, p
+    return _with_culprit(ctx, check, report), p
+
+
+def _primary(ranks: list[PodLog], pods: list[dict]) -> list[tuple[str | None, str]]:
+    """The log progress is read from when only the ranks' logs were given: rank 0's pod (it
+    prints the progress lines), else the first pod that was read."""
+    by_name = {meta(p).get("name"): p for p in pods}
+    read = [r for r in ranks if r.unavailable is None]
+    zero = next((r for r in read if pod_rank(by_name.get(r.pod) or {}) == 0), None)
+    return (zero or (read[0] if read else PodLog(pod="?"))).lines
+
+
+def _ranks_found(report: RankReport) -> Found | None:
+    """The ranks' own signature when the primary log shows none: a rank's crash first (its own
+    failure, not a peer's), else a watchdog timeout."""
+    crashed = [f for f in report.ranks if f.crash is not None]
+    if crashed:
+        def order(f: RankFacts) -> tuple[bool, bool, float]:
+            crash = f.crash
+            assert crash is not None
+            return (follower(crash.line), crash.at is None, crash.at.timestamp() if crash.at else 0.0)
+        return min(crashed, key=order).crash
+    timed = next((f for f in report.ranks if f.watchdog and f.waits_seq is not None), None)
+    if timed is not None:
+        return Found("NCCL watchdog timeout", "hang", "NCCL watchdog timeout: a collective hung",
+                     timed.watchdog or "", timed.watchdog_at)
+    return None
+
+
+def _with_culprit(ctx: RunContext, check: PhaseResult, report: RankReport) -> PhaseResult:
+    """The check with the culprit (SPEC §5c) in its summary and evidence — or why there is none;
+    its node's fault makes the node-pool owner the owner."""
+    culprit = find_culprit(report, ctx.objs.pods, ctx.objs.nodes)
+    evidence = list(check.evidence)
+    if report.unread:
+        evidence.append(f"rank logs not read: {'; '.join(report.unread[:3])}"
+                        + (f" (+{len(report.unread) - 3} more)" if len(report.unread) > 3 else ""))
+    if culprit is None:
+        return check.model_copy(update={"summary": clip(f"{check.summary}; {why_no_culprit(report)}", 600),
+                                        "evidence": evidence})
+    finding = CULPRIT_NODE if culprit.node_fault else check.finding
+    updated = result(check.name, check.layer, check.state, clip(f"{check.summary}; {culprit.summary}", 600),
+                     finding, evidence + [f"culprit: {e}" for e in culprit.evidence])
+    return updated.model_copy(update={"culprit": culprit})
+
+
+def _runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int, p: Progress
+                      ) -> tuple[PhaseResult, Progress]:
+    verdict = ctx.terminal()
     facts = progress_text(p)
-    evidence = [f"log ({logs.source or 'supplied'}): {p.lines} lines, {p.recognised} progress lines"
+    lines = f"{p.lines} lines" if not logs.ranks else f"{len(logs.ranks)} rank logs"
+    evidence = [f"log ({logs.source or 'supplied'}): {lines}, {p.recognised} progress lines"
                 + (f"; formats: {', '.join(p.formats)}" if p.formats else "")]
     if p.last_checkpoint:
         evidence.append(f"last checkpoint: {p.last_checkpoint}"
@@ -131,6 +192,12 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
         evidence.append(f"{p.found.signature}: {clip(p.found.line, 300)}")
         return result(RUNTIME, LAYER, PhaseState.WARNING, f"{p.found.summary}{at}{last}", finding,
                       evidence), p
+    if verdict == "failed" and p.last_error:  # never "shows no error" when its last lines carry one
+        evidence.append(f"last error line: {clip(p.last_error, 300)}")
+        return result(RUNTIME, LAYER, PhaseState.WARNING,
+                      f"the run failed: {clip(p.last_error, 200)}"
+                      + (f"; last progress: {facts}" if facts else ""),
+                      CRASH, evidence), p
     if verdict == "failed":  # a log that was read is never skipped (SPEC §11)
         elsewhere = _failure_elsewhere(ctx)
         return result(RUNTIME, LAYER, PhaseState.WARNING,
