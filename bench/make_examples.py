@@ -52,8 +52,24 @@ class Example:
 # --------------------------------------------------------------------------- shared pieces
 
 
-def queues() -> list[Obj]:
-    return [k8s.local_queue("team-a", admitted=2, pending=1), k8s.cluster_queue(gpu_used=16)]
+def queues(gpu_quota: int = 16, gpu_used: int = 16) -> list[Obj]:
+    return [k8s.local_queue("team-a", admitted=2, pending=1),
+            k8s.cluster_queue(gpu_quota=gpu_quota, gpu_used=gpu_used)]
+
+
+# A time limit on the other run (job label kueue.x-k8s.io/max-exec-time-seconds, copied into the
+# Workload's spec.maximumExecutionTimeSeconds by Kueue's jobframework): its quota comes back by
+# admission + 4 h at the latest (workload_controller.go reconcileMaxExecutionTime).
+HOLDER_LIMIT_SECONDS = 4 * 3600
+
+
+def _time_limited(objs: list[Obj], seconds: int = HOLDER_LIMIT_SECONDS) -> list[Obj]:
+    for o in objs:
+        if o["kind"] == "Job" and o["metadata"]["name"] == "clip-eval-2":
+            o["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = str(seconds)
+        if o["kind"] == "Workload" and o["metadata"]["name"].startswith("job-clip-eval-2-"):
+            o["spec"]["maximumExecutionTimeSeconds"] = seconds
+    return objs
 
 
 def healthy_job_run(name: str, pods: int = 2, node_offset: int = 4) -> list[Obj]:
@@ -130,11 +146,16 @@ def l3_rayjob_not_found() -> list[Obj]:
 
 
 def l4_job_waiting_for_quota() -> list[Obj]:
+    """32 GPUs asked of a 40-GPU ClusterQueue whose other run holds 16 until its time limit: Kueue
+    (older, reason Pending) says 8 more are needed; the dump's ClusterQueue and the holder's limit
+    give the start estimate (latest 13:00, when clip-eval-2's limit frees its 16)."""
     j = k8s.job("llama-ft-7b", suspend=True, parallelism=4, at=60)
     wl = k8s.workload(j, state="pending", at=61)
+    qr = wl["status"]["conditions"][0]
+    qr["message"] = qr["message"].replace("4 more needed", "8 more needed")
     return [
-        *background(),
-        *queues(),
+        *_time_limited(background()),
+        *queues(gpu_quota=40),
         j,
         wl,
         k8s.ev_created_workload(j, wl, first=61),
@@ -175,16 +196,37 @@ def l4_rayjob_exceeds_max_quota() -> list[Obj]:
 
 
 def l4_rayjob_preempted() -> list[Obj]:
+    """Kueue 0.18's shapes (pkg/scheduler/preemption/preemption.go, docs/reference/kueue-verified.md):
+    urgent-eval (priority 1000) took the quota of ray-sweep-lr (priority 100) in the same ClusterQueue;
+    the Evicted/Preempted conditions carry the message with the paths, the Preempted event (Normal,
+    events.k8s.io) adds the effective priorities; the run is requeued, QuotaReserved=False
+    WaitingForQuota. The preemptor's Job and Workload are in the dump (the user could read them)."""
     rj = k8s.rayjob("ray-sweep-lr", suspend=True, deployment_status="Suspended", at=-600)
-    wl = k8s.workload(rj, "kueue.x-k8s.io/v1beta1", state="preempted", at=-599)
-    evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
-    return [
+    wl = k8s.workload(rj, "kueue.x-k8s.io/v1beta1", state="preempted", at=-599, priority=100)
+    urgent = k8s.job("urgent-eval", parallelism=2, active=2, at=0)
+    pre = k8s.workload(urgent, at=1, priority=1000, pods_ready=True)
+    pre["spec"]["maximumExecutionTimeSeconds"] = 2 * 3600
+    text = (f"Preempted to accommodate a workload (UID: {pre['metadata']['uid']}, JobUID: "
+            f"{urgent['metadata']['uid']}) due to prioritization in the ClusterQueue; preemptor path: "
+            "/cluster-queue; preemptee path: /cluster-queue")
+    for c in wl["status"]["conditions"]:
+        if c["type"] in ("Evicted", "Preempted", "Requeued"):
+            c["message"] = text
+        if c["type"] == "QuotaReserved":
+            c["reason"] = "WaitingForQuota"
+    priorities = ("; preemptor effective priority: 1000 (base: 1000, boost: 0); preemptee effective "
+                  "priority: 100 (base: 100, boost: 0)")
+    return [  # clip-eval-2 (16, no time limit) and urgent-eval (16, 2 h) hold all 32 of the queue's GPUs
         *background(),
-        *queues(),
+        *queues(gpu_quota=32, gpu_used=32),
         rj,
         wl,
+        urgent,
+        pre,
         k8s.ev_created_workload(rj, wl, first=-599),
-        k8s.event_v1(wl, "Preempted", evicted["message"], first=1, source_component="kueue-admission"),
+        k8s.ev_created_workload(urgent, pre, first=1),
+        k8s.event_v1_events(wl, "Preempted", text + priorities, type="Normal", first=1,
+                            reporting_controller="kueue-admission"),
         k8s.event_v1(
             rj,
             "Suspended",
@@ -559,7 +601,8 @@ EXAMPLES: list[tuple[Example, Callable[[], list[Obj]]]] = [
             "llama-ft-7b",
             "Job",
             "Suspended Job; Workload QuotaReserved=False reason Pending "
-            "(insufficient unused quota for nvidia.com/gpu).",
+            "(insufficient unused quota for nvidia.com/gpu); the ClusterQueue and clip-eval-2's 4 h "
+            "time limit give a start estimate (at the latest 13:00).",
             "Kueue admission",
             4,
             "queue-owner",
@@ -601,8 +644,9 @@ EXAMPLES: list[tuple[Example, Callable[[], list[Obj]]]] = [
             "l4-rayjob-preempted.json",
             "ray-sweep-lr",
             "RayJob",
-            "v1beta1 Workload Evicted=True Preempted / Preempted=True InClusterQueue; RayJob "
-            "suspended, RayCluster deleted.",
+            "v1beta1 Workload Evicted=True Preempted / Preempted=True InClusterQueue, requeued "
+            "WaitingForQuota; the Preempted event names urgent-eval (priority 1000 over 100), whose "
+            "Workload is in the dump; RayJob suspended, RayCluster deleted.",
             "Kueue admission",
             4,
             "queue-owner",

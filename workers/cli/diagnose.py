@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from workers.collect.dumps import load_snapshot_file, parse_snapshot
+from workers.collect.dumps import load_snapshot_file, parse_snapshot, with_queue_position
 from workers.collect.logs.files import read_log, read_log_file
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis, LogEvidence
@@ -111,7 +111,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if args.run:
             run = valid_run_name(args.run)
         print(f"# example {args.example!r} (a bundled dump); run: {run}", file=sys.stderr)
-        _emit(evaluate(objects, run, now, args.namespace), args.format)
+        _emit(with_queue_position(evaluate(objects, run, now, args.namespace)), args.format)
         return 0
     now = parse_now(args.now)
     if not args.run:
@@ -123,8 +123,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         except SnapshotError as exc:
             raise UsageError(str(exc)) from None
         _require_one_namespace(objects, run, args.namespace)
-        d = evaluate(objects, run, now, args.namespace, logs=_log_evidence(args),
-                     stall_seconds=args.stall_minutes * 60)
+        d = with_queue_position(evaluate(objects, run, now, args.namespace, logs=_log_evidence(args),
+                                         stall_seconds=args.stall_minutes * 60))
         _emit(d, args.format)
         write_charts(args, d)
         return 0

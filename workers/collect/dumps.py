@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from workers.diagnosis.models import Diagnosis
+from workers.diagnosis.registry import ADMISSION
 from workers.diagnosis.snapshot import SnapshotError, flatten_into
 
 # Large YAML dumps: rapidyaml (C++, `ryml`) parses the text into a compact tree and emits it as
@@ -170,3 +172,15 @@ def load_snapshot_file(path: str | Path) -> list[dict]:
     except (OSError, UnicodeDecodeError) as exc:
         raise SnapshotError(f"cannot read {p}: {exc}") from None
     return parse_snapshot(text, source=str(p))
+
+
+def with_queue_position(d: Diagnosis) -> Diagnosis:
+    """Offline (SPEC §5b): a waiting run's place, start estimate and never-fits from the dump itself,
+    when it holds the run's ClusterQueue (its Workloads and Nodes make the answer whole). The
+    admission phase computed them from the snapshot (`start_estimate.snapshot_position`); this puts
+    them where a live status puts its reads, `queue_position`. A dump without the ClusterQueue keeps
+    `queue_position` null: nothing could be said with a basis."""
+    if d.queue_position is not None or d.first_incomplete != ADMISSION.name:
+        return d
+    forecast = d.phase(ADMISSION.name).forecast
+    return d if forecast is None else d.model_copy(update={"queue_position": forecast})

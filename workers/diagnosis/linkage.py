@@ -114,15 +114,27 @@ class RunObjects:
     claims: dict[str, dict] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     queues: list[dict] = field(default_factory=list)
-    # Every other Kueue Workload the snapshot holds (any namespace): what the user could read of
-    # the queue's other runs — a preemptor to name, the holders of a flavour (issue 35).
-    peer_workloads: list[dict] = field(default_factory=list)
+    # The snapshot's objects by kind, as linked (not copied): what the run's queue holds beyond the
+    # run — other Workloads (a preemptor to name, the holders of a flavour), ClusterQueues,
+    # ResourceFlavors, Nodes (issue 35). Read lazily, so linking stays O(the run's objects).
+    by_kind: dict[str, list[dict]] = field(default_factory=dict, repr=False)
     nodes: dict[str, dict] = field(default_factory=dict)  # the Node objects the run's pods are bound to
     _events_by_name: dict[tuple[str, str], list[Event]] = field(default_factory=dict, repr=False)
 
     @property
     def found(self) -> bool:
         return self.run is not None
+
+    @property
+    def peer_workloads(self) -> list[dict]:
+        """Every other Kueue Workload the snapshot holds, in any namespace: what the user could read."""
+        mine = {id(w) for w in self.workloads}
+        return [w for w in self.by_kind.get("Workload", [])
+                if id(w) not in mine and group_of(w) == "kueue.x-k8s.io"]
+
+    def of_kind(self, kind: str) -> list[dict]:
+        """The snapshot's objects of one kind (ClusterQueue, LocalQueue, ResourceFlavor, Node)."""
+        return self.by_kind.get(kind, [])
 
     def events_for(self, kind: str, name: str) -> list[Event]:
         return self._events_by_name.get((kind, name), [])
@@ -307,9 +319,7 @@ def find_run(objects: list[dict], name: str, namespace: str | None = None) -> Ru
         ):
             workloads.append(wl)
     result.workloads = workloads
-    mine = {id(w) for w in workloads}
-    result.peer_workloads = [w for w in by_kind.get("Workload", [])
-                             if id(w) not in mine and group_of(w) == "kueue.x-k8s.io"]
+    result.by_kind = by_kind
 
     for claim in same_ns.get("ResourceClaim", []):
         if group_of(claim) != "resource.k8s.io":

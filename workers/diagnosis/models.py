@@ -91,6 +91,9 @@ class PhaseResult(BaseModel):
     kueue_reason: Outside | None = Field(default=None, description="Kueue's QuotaReserved=False reason "
                                          "token (KEP-10852), verbatim; None for older Kueue's `Pending`")
     preemption: Preemption | None = Field(default=None, description="what took a preempted run's place")
+    forecast: QueuePosition | None = Field(default=None, description="Kueue admission waiting: the place, "
+                                           "start estimate and never-fits a snapshot holding the run's "
+                                           "ClusterQueue gives (SPEC §5b offline; not in the phase's JSON)")
     driver_stack: list[Outside] = Field(default_factory=list, description=(
         "Runtime progress of a stalled RayJob: the driver's top frames from Ray's py-spy endpoint, redacted"))
 

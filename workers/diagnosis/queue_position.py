@@ -27,6 +27,21 @@ from .linkage import QUEUE_LABEL, labels, meta
 
 GPU = "nvidia.com/gpu"
 NO_START_TIME = "unknown: Kueue does not know when the running workloads end"
+CAVEAT = "preemption, fair sharing and borrowing can change it"
+
+
+class StartEstimate(BaseModel):
+    """`queue_position.start_estimate` (SPEC §5b): ISO 8601 times or None, each with its basis
+    (computed in start_estimate.py)."""
+
+    earliest: str | None = Field(default=None, description="from ETAs or quota free now; None otherwise")
+    latest: str | None = Field(default=None, description="from the holders' time limits (upper bounds)")
+    basis: list[str] = Field(default_factory=list, description="one line per release used")
+    unknown: list[str] = Field(default_factory=list, description="one line per holder without a time "
+                               "limit or a readable ETA (and what else the answer could not see)")
+    earliest_because: str | None = Field(default=None, description="the card's words for `earliest`")
+    latest_because: str | None = None
+    caveat: str = CAVEAT
 
 
 class FlavorQuota(BaseModel):
@@ -73,6 +88,12 @@ class QueuePosition(BaseModel):
     free_quota_unavailable: str | None = Field(default=None, description="why there is no free quota")
     cohort: str | None = Field(default=None, description="the ClusterQueue's cohort: it may borrow more")
     start_time: str = NO_START_TIME
+    start_estimate: StartEstimate | None = Field(default=None, description="SPEC §5b: when it may start, "
+                                                 "from the holders' time limits and ETAs; None: not computed")
+    never_fits: str | None = Field(default=None, description="why the run can never be admitted or placed, "
+                                   "with the numbers; None when it can")
+    never_fits_owner: str | None = Field(default=None, description="queue-owner (the queue's limit) or "
+                                         "researcher (a pod larger than any node of the flavour)")
     unavailable: str | None = Field(default=None, description="why there is no position (403, not "
                                     "served, not listed); the other fields are then empty")
 
@@ -244,5 +265,6 @@ def cohort_of(cluster_queue: dict) -> str | None:
     return spec.get("cohortName") or spec.get("cohort") or None
 
 
-__all__ = ["NO_START_TIME", "FlavorQuota", "QueuePosition", "awaits_admission", "cohort_of", "free_quota",
-           "in_cluster_queue", "quantity", "queue_position", "workload_gpus", "workload_key"]
+__all__ = ["CAVEAT", "NO_START_TIME", "FlavorQuota", "QueuePosition", "StartEstimate", "awaits_admission",
+           "cohort_of", "free_quota", "in_cluster_queue", "quantity", "queue_position", "workload_gpus",
+           "workload_key"]

@@ -60,6 +60,14 @@ def _ahead_text(qp: QueuePosition) -> str:
     return f"the {ahead} ahead of you in it{asks}"
 
 
+def start_text(qp: QueuePosition) -> str:
+    """The card's start line (SPEC §5b): the estimate and its basis, or that it can never fit; empty
+    when no estimate was made (the long form still says why the start time is unknown)."""
+    if qp.never_fits:
+        return f"never: {qp.never_fits}"
+    return qp.start_time if qp.start_estimate is not None else ""
+
+
 def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
     """`3rd of 7 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 ahead of
     you ask for 24 GPUs; 8 of 64 nvidia.com/gpu free in flavour h100; start time unknown: …`.
@@ -78,15 +86,19 @@ def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
         parts.append(f"{qp.ahead_elsewhere} more ahead from other LocalQueues (their requests are not "
                      "visible to you)")
     quota = quota_text(qp)
-    if short:
-        return "; ".join([*parts, *([quota] if qp.free_quota else [])])
+    if short:  # the position first (the card's fallback keeps it alone), then the start and the quota
+        start = start_text(qp)
+        return "; ".join([*parts, *([f"start: {start}"] if start else []),
+                          *([quota] if qp.free_quota else [])])
+    if qp.never_fits:
+        parts.append(f"can never fit: {qp.never_fits}")
     if qp.cluster_queue_unavailable:
         parts.append(f"the ClusterQueue's pending list unavailable: {qp.cluster_queue_unavailable}")
     if quota:
         parts.append(quota)
     if qp.cohort and qp.free_quota:
         parts.append(f"ClusterQueue is in cohort {qp.cohort}, which may lend more")
-    parts.append(f"start time {qp.start_time}")
+    parts.append(f"start: {start_text(qp)}" if start_text(qp) else f"start time {qp.start_time}")
     return "; ".join(parts)
 
 
@@ -123,4 +135,4 @@ def eta_text(eta: Eta) -> str:
             f"{duration_text(eta.window_seconds or 0)}")
 
 
-__all__ = ["duration_text", "eta_text", "ordinal", "queue_position_text", "quota_text"]
+__all__ = ["duration_text", "eta_text", "ordinal", "queue_position_text", "quota_text", "start_text"]

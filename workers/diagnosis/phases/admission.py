@@ -27,6 +27,7 @@ from ..linkage import QUEUE_LABEL, RunObjects, labels, meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import condition, kueue_gated
 from ..preemption import Preemption, preemption_of, preemption_text
+from ..start_estimate import snapshot_position
 from .common import RunContext, clip, result
 
 NAME = registry.ADMISSION.name
@@ -102,6 +103,16 @@ NOT_CREATED = Finding(
     next_action="Kueue has not created a Workload for the run yet; if this lasts more than a "
     "minute the platform checks the Kueue controller.",
 )
+NEVER_FITS = {
+    "queue-owner": Finding(
+        reason="quota.never_fits", owner="queue-owner", transient=False,
+        next_action="The run asks for more than its ClusterQueue may ever use (nominal quota plus "
+        "borrowing limit): request fewer resources, or ask the queue owner to raise the quota."),
+    "researcher": Finding(
+        reason="quota.never_fits_node", owner="researcher", transient=False,
+        next_action="A pod of the run asks for more than the largest node of its flavour has: no node "
+        "could ever run it — split the work over more, smaller pods and resubmit."),
+}
 ADMITTED = Finding(reason="quota.ok", owner="queue-owner", transient=True, next_action="Admitted.")
 
 QUEUE_STOPPED_REASONS = {"ClusterQueueStopped", "LocalQueueStopped"}
@@ -307,7 +318,21 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
     update: dict = {"kueue": True}
     if verdict is not None:
         update.update(kueue_reason=verdict.token, preemption=verdict.preemption)
+    if answer.reason in FORECAST_FOR:
+        forecast = snapshot_position(ctx.objs, ctx.now)
+        update["forecast"] = forecast
+        if forecast is not None and forecast.never_fits and answer.state is not PhaseState.WARNING:
+            finding = NEVER_FITS[forecast.never_fits_owner or "queue-owner"]
+            update.update(state=PhaseState.WARNING, finding=finding, reason=finding.reason,
+                          summary=f"{answer.summary.split(' reason=')[0]} reason=NeverFits: can never fit: "
+                          f"{forecast.never_fits}",
+                          evidence=[*answer.evidence, f"never fits: {forecast.never_fits}"])
     return answer.model_copy(update=update)
+
+
+# The answers a queue place and a start estimate serve: waiting in the queue, or over its maximum
+# (then never_fits says by how much).
+FORECAST_FOR = frozenset({"quota.waiting", "quota.over_max", "quota.preempted"})
 
 
 def _requeued(wl: dict) -> str:

@@ -1,0 +1,507 @@
+"""When will a waiting run start, and can it ever fit (SPEC §5b): pure, from evidence only.
+
+Kueue says where a run waits, not when it will start (kubernetes-sigs/kueue#2833 asks; Slurm's
+`squeue --start` answers it). What is known: the admitted Workloads holding the flavour the run
+needs, and for each when its quota comes back —
+* admission time + `maximumExecutionTimeSeconds` − `accumulatedPastExecutionTimeSeconds` (Kueue
+  deactivates it then: `reconcileMaxExecutionTime`, workload_controller.go): an **upper bound**;
+* taubot's own training ETA of that run, where the user could read its log: an **estimate**.
+The run starts when, after the Workloads ahead of it (Kueue's order) have been admitted, enough
+quota is free: the releases are walked in time order. `latest` comes only from upper bounds,
+`earliest` only from estimates or quota free now — with time limits alone `earliest` is None (a
+holder may end sooner), with ETAs alone `latest` is None (an ETA bounds nothing). A holder with
+neither is an `unknown` line, and a time the walk cannot reach without it is None: never a time
+without a basis.
+
+A run that can never fit says so instead, with the numbers: more than the ClusterQueue's nominal
+plus borrowing limit (the most it may ever use, clusterqueue_types.go), or more of a resource per
+pod than the largest node of the flavour.
+
+The inputs are plain Kubernetes objects (a dump, or what the user's reads returned); nothing
+here reads a clock: `now` comes from the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from .linkage import RunObjects, meta
+from .queue_position import (
+    CAVEAT,
+    GPU,
+    QueuePosition,
+    StartEstimate,
+    _wanted,
+    cohort_of,
+    free_quota,
+    quantity,
+)
+from .timeutil import parse_time
+
+
+@dataclass
+class Holder:
+    """An admitted Workload holding some of the flavour's quota, and when it releases it."""
+
+    key: str  # namespace/name
+    amount: float
+    cluster_queue: str = ""
+    deadline: datetime | None = None  # admission + time limit: an upper bound
+    limit_seconds: float | None = None
+    admitted_at: datetime | None = None
+    eta: datetime | None = None  # taubot's training ETA: an estimate
+
+    @property
+    def estimate(self) -> datetime | None:
+        """The earliest of its ETA and its deadline, when it has an ETA."""
+        if self.eta is None:
+            return None
+        return min(self.eta, self.deadline) if self.deadline else self.eta
+
+
+@dataclass
+class Waiting:
+    """A pending Workload ahead of the run (or the run itself), with what it asks for."""
+
+    key: str
+    amount: float | None  # None: its request could not be read
+    limit_seconds: float | None = None
+    cluster_queue: str = ""
+
+
+@dataclass
+class Pool:
+    """What the run's ClusterQueue may use of one flavour and resource: at most ``queue_cap`` (nominal +
+    borrowing limit; nominal alone without a cohort) of its own, and the cohort's ``pool_cap`` in all."""
+
+    resource: str
+    flavor: str
+    cluster_queue: str
+    nominal: float
+    queue_cap: float  # math.inf: no borrowing limit in a cohort
+    pool_cap: float
+    cohort: str | None = None
+    holders: list[Holder] = field(default_factory=list)
+    unread_held: float = 0.0  # held by Workloads the user could not read (reservation minus those read)
+    unread_held_own: float = 0.0
+    strategy: str = "BestEffortFIFO"
+    cohort_unread: bool = False  # in a cohort whose other ClusterQueues were not read
+
+
+def _fmt(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _hhmm(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%H:%M")
+
+
+def _amount(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.2f}"
+
+
+def _walk(pool: Pool, need: float, ahead: list[Waiting], now: datetime, *, mode: str
+          ) -> tuple[datetime | None, list[str]]:
+    """When the run is admitted if each holder releases at its ``mode`` time (`estimate` or `latest`),
+    and the releases used; None when the known releases never free enough."""
+    own = sum(h.amount for h in pool.holders if h.cluster_queue == pool.cluster_queue) + pool.unread_held_own
+    total = sum(h.amount for h in pool.holders) + pool.unread_held
+    events: list[tuple[datetime, float, bool, str]] = []  # (time, amount, own queue, why)
+    for h in pool.holders:
+        at = h.estimate if mode == "estimate" else h.deadline
+        if at is None:
+            continue
+        why = (f"{h.key}'s ETA frees {_amount(h.amount)} {pool.resource} at {_hhmm(at)}" if mode == "estimate"
+               else f"{h.key}'s time limit frees {_amount(h.amount)} {pool.resource} by {_hhmm(at)} "
+               f"(admitted {_hhmm(h.admitted_at) if h.admitted_at else '?'} + "
+               f"{_amount(h.limit_seconds or 0)} s)")
+        events.append((max(at, now), h.amount, h.cluster_queue == pool.cluster_queue, why))
+    events.sort(key=lambda e: e[0])
+    queue = [*ahead, Waiting("the run", need, cluster_queue=pool.cluster_queue)]
+    used: list[str] = []
+    t = now
+
+    def fits(amount: float) -> bool:
+        return own + amount <= pool.queue_cap + 1e-9 and total + amount <= pool.pool_cap + 1e-9
+
+    while True:
+        admitted_any = True
+        while admitted_any:
+            admitted_any = False
+            for w in list(queue):
+                amount = w.amount or 0.0
+                if amount > min(pool.queue_cap, pool.pool_cap):
+                    queue.remove(w)  # it can never fit: Kueue passes it by
+                    continue
+                if fits(amount):
+                    if w.key == "the run":
+                        return t, used
+                    own += amount
+                    total += amount
+                    queue.remove(w)
+                    admitted_any = True
+                    if mode == "latest" and w.limit_seconds:  # it, too, ends by its limit
+                        end = t + timedelta(seconds=w.limit_seconds)
+                        events.append((end, amount, True, f"{w.key} (ahead of you) is admitted at "
+                                       f"{_hhmm(t)}; its time limit frees {_amount(amount)} by {_hhmm(end)}"))
+                        events.sort(key=lambda e: e[0])
+                    used.append(f"{w.key} (ahead of you) takes {_amount(amount)} {pool.resource} "
+                                f"at {_hhmm(t)}")
+                    break
+                if pool.strategy == "StrictFIFO":
+                    break  # the head blocks everything behind it
+        if not events:
+            return None, used
+        at, amount, own_queue, why = events.pop(0)
+        t = max(t, at)
+        total -= amount
+        if own_queue:
+            own -= amount
+        used.append(why)
+
+
+def start_estimate(pool: Pool, need: float, ahead: list[Waiting], now: datetime) -> StartEstimate:
+    """The run's start as Slurm's `--start` would put it, from ``pool``'s holders (see the module)."""
+    unknown = [f"{h.key} holds {_amount(h.amount)} {pool.resource}: no time limit and no readable ETA"
+               for h in pool.holders if h.deadline is None and h.eta is None]
+    if pool.unread_held > 0:
+        unknown.append(f"{_amount(pool.unread_held)} {pool.resource} of flavour {pool.flavor} are held by "
+                       "Workloads you may not read")
+    if pool.cohort_unread:
+        unknown.append(f"cohort {pool.cohort}'s other ClusterQueues were not read: borrowing could start it "
+                       "sooner than this")
+    unread_ahead = [w for w in ahead if w.amount is None]
+    if unread_ahead:
+        unknown.append(f"{len(unread_ahead)} ahead of you ask for what you may not read")
+    earliest, e_used = _walk(pool, need, ahead, now, mode="estimate")
+    latest, l_used = _walk(pool, need, ahead, now, mode="latest")
+    if pool.unread_held > 0 or unread_ahead:
+        latest, l_used = None, []  # what they hold or take could delay it past any bound
+    if earliest is not None and latest is not None and earliest > latest:
+        earliest = latest
+    basis: list[str] = []
+    e_why = l_why = None
+    if earliest is not None:
+        e_why = e_used[-1] if e_used else f"{_amount(_free(pool))} {pool.resource} free now"
+        basis += e_used or [f"{_amount(_free(pool))} {pool.resource} of flavour {pool.flavor} free now"]
+    if latest is not None:
+        l_why = ("the holders' time limits" if l_used else f"{_amount(_free(pool))} {pool.resource} free now")
+        basis += [line for line in l_used if line not in basis]
+    return StartEstimate(earliest=_fmt(earliest) if earliest else None,
+                         latest=_fmt(latest) if latest else None, basis=basis, unknown=unknown,
+                         earliest_because=e_why, latest_because=l_why)
+
+
+def _free(pool: Pool) -> float:
+    own = sum(h.amount for h in pool.holders if h.cluster_queue == pool.cluster_queue) + pool.unread_held_own
+    total = sum(h.amount for h in pool.holders) + pool.unread_held
+    return max(min(pool.queue_cap - own, pool.pool_cap - total), 0.0)
+
+
+def _when(iso: str, now: datetime) -> str:
+    at = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return f"{at:%H:%M} UTC" if at.date() == now.astimezone(UTC).date() else f"{at:%Y-%m-%d %H:%M} UTC"
+
+
+def estimate_text(est: StartEstimate, now: datetime) -> str:
+    """The card's one line (SPEC §5b): `earliest ≈ 14:20 UTC (when llama-a's ETA frees 16 GPUs), at
+    the latest 18:00 UTC (the holders' time limits)`, or `unknown: …` — never a time without its
+    basis; the caveat once."""
+    parts = []
+    if est.earliest:
+        parts.append(f"earliest ≈ {_when(est.earliest, now)} ({est.earliest_because})")
+    if est.latest:
+        parts.append(f"at the latest {_when(est.latest, now)} ({est.latest_because})")
+    if not parts:
+        return "unknown: " + ("; ".join(est.unknown) if est.unknown else
+                              "the releases known do not free enough quota for it")
+    if not est.earliest:
+        parts.append("no earlier estimate (no holder's ETA could be read; one may end sooner)")
+    elif not est.latest:
+        why = "; ".join(est.unknown) if est.unknown else "an ETA bounds nothing"
+        parts.append(f"no latest ({why})")
+    return ", ".join(parts) + f"; {est.caveat}"
+
+
+# ------------------------------------------------------------------ from Kubernetes objects
+
+
+def _requests(container: dict) -> dict[str, float]:
+    res = container.get("resources") or {}
+    out: dict[str, float] = {}
+    for source in (res.get("limits") or {}, res.get("requests") or {}):  # requests win
+        for name, qty in source.items():
+            value = quantity(qty)
+            if value is not None:
+                out[name] = value
+    return out
+
+
+def per_pod(pod_set: dict) -> dict[str, float]:
+    """One pod's requests of a pod set (its containers summed; an init container's larger request wins,
+    as the scheduler counts it)."""
+    spec = (pod_set.get("template") or {}).get("spec") or {}
+    total: dict[str, float] = {}
+    for c in spec.get("containers") or []:
+        for k, v in _requests(c).items():
+            total[k] = total.get(k, 0.0) + v
+    for c in spec.get("initContainers") or []:
+        for k, v in _requests(c).items():
+            total[k] = max(total.get(k, 0.0), v)
+    return total
+
+
+def workload_request(wl: dict, resource: str) -> float:
+    """What a Workload asks for of ``resource`` in all (each pod set's count × per pod)."""
+    return sum(per_pod(ps).get(resource, 0.0) * int(ps.get("count") or 1)
+               for ps in (wl.get("spec") or {}).get("podSets") or [])
+
+
+def _true(wl: dict, ctype: str) -> dict | None:
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype and c.get("status") == "True":
+            return c
+    return None
+
+
+def limit_seconds(wl: dict) -> float | None:
+    """Time left of a Workload's limit once admitted: `maximumExecutionTimeSeconds` less what earlier
+    admissions used (`accumulatedPastExecutionTimeSeconds`; v1beta1 spells it `…Exexcution…`)."""
+    limit = (wl.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    if not isinstance(limit, int | float) or isinstance(limit, bool) or limit <= 0:
+        return None
+    status = wl.get("status") or {}
+    past = status.get("accumulatedPastExecutionTimeSeconds",
+                      status.get("accumulatedPastExexcutionTimeSeconds"))
+    used = float(past) if isinstance(past, int | float) and not isinstance(past, bool) else 0.0
+    return float(limit) - used
+
+
+def holding(wl: dict, flavor: str, resource: str) -> float:
+    """How much of ``resource`` in ``flavor`` an admitted Workload's podSetAssignments hold."""
+    total = 0.0
+    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        if (psa.get("flavors") or {}).get(resource) == flavor:
+            total += quantity((psa.get("resourceUsage") or {}).get(resource, 0)) or 0.0
+    return total
+
+
+def holder_of(wl: dict, flavor: str, resource: str, etas: Mapping[str, datetime]) -> Holder | None:
+    """An admitted, unfinished Workload that holds some of the flavour, as a `Holder`."""
+    if _true(wl, "Finished") or not _true(wl, "QuotaReserved"):
+        return None
+    amount = holding(wl, flavor, resource)
+    if amount <= 0:
+        return None
+    md = meta(wl)
+    key = f"{md.get('namespace')}/{md.get('name')}"
+    admitted = _true(wl, "Admitted") or _true(wl, "QuotaReserved")
+    at = parse_time((admitted or {}).get("lastTransitionTime"))
+    left = limit_seconds(wl)
+    deadline = at + timedelta(seconds=left) if at is not None and left is not None else None
+    return Holder(key=key, amount=amount, cluster_queue=((wl.get("status") or {}).get("admission") or {})
+                  .get("clusterQueue") or "", deadline=deadline, limit_seconds=left, admitted_at=at,
+                  eta=etas.get(key))
+
+
+def _flavor_quota(cq: dict, flavor: str, resource: str) -> tuple[float, float | None] | None:
+    """(nominalQuota, borrowingLimit or None) of ``flavor``/``resource`` in a ClusterQueue's spec."""
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for fl in group.get("flavors") or []:
+            if fl.get("name") != flavor:
+                continue
+            for res in fl.get("resources") or []:
+                if res.get("name") == resource:
+                    nominal = quantity(res.get("nominalQuota", 0)) or 0.0
+                    limit = res.get("borrowingLimit")
+                    return nominal, (quantity(limit) if limit is not None else None)
+    return None
+
+
+def _reserved(cq: dict, flavor: str, resource: str) -> float | None:
+    status = cq.get("status") or {}
+    for fl in status.get("flavorsReservation") or status.get("flavorsUsage") or []:
+        if fl.get("name") == flavor:
+            for res in fl.get("resources") or []:
+                if res.get("name") == resource:
+                    return quantity(res.get("total", 0)) or 0.0
+    return None
+
+
+def run_flavor(cq: dict, run_workloads: list[dict]) -> tuple[str, str] | None:
+    """(flavour, resource) the run waits for: the one Kueue's message names, else the first flavour of
+    the ClusterQueue covering the run's GPUs (or its first requested resource)."""
+    resources, flavors = _wanted(run_workloads)
+    wanted = sorted(resources) or [GPU]
+    resource = GPU if GPU in wanted else wanted[0]
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for fl in group.get("flavors") or []:
+            if flavors and fl.get("name") not in flavors:
+                continue
+            if any(r.get("name") == resource for r in fl.get("resources") or []):
+                return fl.get("name") or "", resource
+    return None
+
+
+def build_pool(cq: dict, flavor: str, resource: str, *, cohort_queues: list[dict], admitted: list[dict],
+               etas: Mapping[str, datetime]) -> Pool | None:
+    """The run's ClusterQueue (and its cohort's, as far as they were read) for one flavour."""
+    quota = _flavor_quota(cq, flavor, resource)
+    if quota is None:
+        return None
+    nominal, borrowing = quota
+    name = meta(cq).get("name") or ""
+    cohort = cohort_of(cq)
+    peers = [q for q in cohort_queues if cohort and cohort_of(q) == cohort and meta(q).get("name") != name]
+    pool_cap = nominal + sum((_flavor_quota(q, flavor, resource) or (0.0, None))[0] for q in peers)
+    queue_cap = nominal if not cohort else nominal + (borrowing if borrowing is not None else math.inf)
+    members = {name, *(meta(q).get("name") for q in peers)}
+    holders = [h for wl in admitted
+               if ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") in members
+               and (h := holder_of(wl, flavor, resource, etas)) is not None]
+    unread_own = unread = 0.0
+    for q in [cq, *peers]:
+        qname = meta(q).get("name")
+        reserved = _reserved(q, flavor, resource)
+        seen = sum(h.amount for h in holders if h.cluster_queue == qname)
+        if reserved is not None and reserved > seen + 1e-9:
+            unread += reserved - seen
+            if qname == name:
+                unread_own += reserved - seen
+    strategy = (cq.get("spec") or {}).get("queueingStrategy") or "BestEffortFIFO"
+    return Pool(resource=resource, flavor=flavor, cluster_queue=name, nominal=nominal, queue_cap=queue_cap,
+                pool_cap=min(pool_cap, queue_cap) if not peers else pool_cap, cohort=cohort, holders=holders,
+                unread_held=unread, unread_held_own=unread_own, strategy=strategy,
+                cohort_unread=bool(cohort) and not peers)
+
+
+def _node_matches(node: dict, flavor_obj: dict | None) -> bool:
+    wanted = ((flavor_obj or {}).get("spec") or {}).get("nodeLabels") or {}
+    node_labels = meta(node).get("labels") or {}
+    return all(node_labels.get(k) == v for k, v in wanted.items())
+
+
+def never_fits(run_workloads: list[dict], pool: Pool | None, nodes: list[dict],
+               flavor_obj: dict | None = None) -> tuple[str, str] | None:
+    """(why, owner) when the run can never be admitted or placed; None when it could.
+
+    The queue limit is the queue owner's; a pod larger than every node of the flavour (its
+    ResourceFlavor's nodeLabels when known, else every node read) the researcher's."""
+    if pool is not None:
+        need = sum(workload_request(wl, pool.resource) for wl in run_workloads)
+        cap = min(pool.queue_cap, pool.pool_cap)
+        if need > cap + 1e-9:
+            if not pool.cohort:
+                how = f"its nominal quota {_amount(pool.nominal)}, no cohort to borrow from"
+            elif math.isfinite(pool.queue_cap) and pool.queue_cap <= pool.pool_cap:
+                how = (f"nominal {_amount(pool.nominal)} + borrowing limit "
+                       f"{_amount(pool.queue_cap - pool.nominal)}")
+            else:
+                how = f"the whole cohort {pool.cohort}'s nominal quota as read"
+            return (f"asks for {_amount(need)} {pool.resource}; ClusterQueue {pool.cluster_queue} can "
+                    f"grant at most {_amount(cap)} in flavour {pool.flavor} ({how})", "queue-owner")
+    candidates = [n for n in nodes if _node_matches(n, flavor_obj)]
+    if not candidates:
+        return None
+    where = f"flavour {meta(flavor_obj).get('name')}" if flavor_obj else "the nodes read"
+    for wl in run_workloads:
+        for ps in (wl.get("spec") or {}).get("podSets") or []:
+            for resource, amount in per_pod(ps).items():
+                best, best_node = -1.0, ""
+                for n in candidates:
+                    allocatable = (n.get("status") or {}).get("allocatable") or {}
+                    have = quantity(allocatable.get(resource, 0)) or 0.0
+                    if have > best:
+                        best, best_node = have, meta(n).get("name") or ""
+                if amount > best + 1e-9 and best > 0:
+                    return (f"each {ps.get('name') or 'main'} pod asks for {_amount(amount)} {resource}; the "
+                            f"largest node of {where} has {_amount(best)} ({best_node})", "researcher")
+    return None
+
+
+
+
+# ------------------------------------------------------------------ a snapshot's whole answer
+
+
+def _pending(wl: dict) -> bool:
+    """A Workload Kueue still queues: no quota reserved, not finished, not deactivated."""
+    return (not _true(wl, "QuotaReserved") and not _true(wl, "Finished")
+            and (wl.get("spec") or {}).get("active") is not False)
+
+
+def queue_order(wl: dict) -> tuple:
+    """Kueue's order within a ClusterQueue: higher priority first, then older (its queueing
+    timestamp: creation, or the last eviction's requeue), then by name for a stable answer."""
+    priority = (wl.get("spec") or {}).get("priority")
+    requeued = _true(wl, "Evicted") or {}
+    at = requeued.get("lastTransitionTime") or meta(wl).get("creationTimestamp") or ""
+    return (-(priority if isinstance(priority, int) and not isinstance(priority, bool) else 0), at,
+            meta(wl).get("namespace") or "", meta(wl).get("name") or "")
+
+
+def snapshot_position(objs: RunObjects, now: datetime, etas: Mapping[str, datetime] | None = None
+                      ) -> QueuePosition | None:
+    """A waiting run's place, start estimate and never-fits from what a snapshot holds: its
+    ClusterQueue, the Workloads of the queue (and cohort) and the Nodes. None when the snapshot does
+    not hold the run's ClusterQueue (then nothing here could be said with a basis)."""
+    waiting = [w for w in objs.workloads if _pending(w)]
+    cq = next((q for q in objs.queues if q.get("kind") == "ClusterQueue"), None)
+    if objs.run is None or not waiting or cq is None:
+        return None
+    cq_name = meta(cq).get("name") or ""
+    mine = waiting[0]
+    local = (mine.get("spec") or {}).get("queueName") or ""
+    ns = meta(mine).get("namespace") or ""
+    feeds = {(meta(q).get("namespace") or "", meta(q).get("name") or ""):
+             (q.get("spec") or {}).get("clusterQueue") for q in objs.of_kind("LocalQueue")}
+    everyone = [*objs.workloads, *objs.peer_workloads]
+
+    def in_cq(w: dict) -> bool:
+        admitted_in = ((w.get("status") or {}).get("admission") or {}).get("clusterQueue")
+        queued_in = feeds.get((meta(w).get("namespace") or "", (w.get("spec") or {}).get("queueName") or ""))
+        return (admitted_in or queued_in) == cq_name or w is mine
+
+    pending = sorted((w for w in everyone if _pending(w) and in_cq(w)), key=queue_order)
+    index = next(i for i, w in enumerate(pending) if w is mine)
+    ahead = pending[:index]
+    local_pending = [w for w in pending if meta(w).get("namespace") == ns
+                     and (w.get("spec") or {}).get("queueName") == local]
+    local_index = next(i for i, w in enumerate(local_pending) if w is mine)
+    local_ahead = local_pending[:local_index]
+    quota, quota_why = free_quota(cq, waiting)
+    qp = QueuePosition(
+        local_queue=local, cluster_queue=cq_name, position_in_cluster_queue=index + 1,
+        position_in_local_queue=local_index + 1, pending_in_local_queue=len(local_pending),
+        ahead_in_local_queue=[meta(w).get("name") or "?" for w in local_ahead],
+        gpus_ahead=sum(int(workload_request(w, GPU)) for w in local_ahead),
+        ahead_elsewhere=len(ahead) - len(local_ahead), pending_in_cluster_queue=len(pending),
+        gpus_ahead_in_cluster_queue=sum(int(workload_request(w, GPU)) for w in ahead),
+        free_quota=quota, free_quota_unavailable=quota_why, cohort=cohort_of(cq))
+    picked = run_flavor(cq, waiting)
+    if picked is None:
+        return qp.model_copy(update={"start_estimate": StartEstimate(
+            unknown=["the ClusterQueue offers no flavour for what the run asks for"])})
+    flavor, resource = picked
+    pool = build_pool(cq, flavor, resource, cohort_queues=objs.of_kind("ClusterQueue"), admitted=everyone,
+                      etas=etas or {})
+    flavor_obj = next((f for f in objs.of_kind("ResourceFlavor") if meta(f).get("name") == flavor), None)
+    cant = never_fits(waiting, pool, objs.of_kind("Node"), flavor_obj)
+    if cant is not None:
+        return qp.model_copy(update={"never_fits": cant[0], "never_fits_owner": cant[1],
+                                     "start_time": f"never: it can never fit ({cant[0]})"})
+    if pool is None:
+        return qp
+    need = sum(workload_request(w, resource) for w in waiting)
+    queued = [Waiting(f"{meta(w).get('namespace')}/{meta(w).get('name')}", workload_request(w, resource),
+                      limit_seconds(w), cq_name) for w in ahead]
+    est = start_estimate(pool, need, queued, now)
+    return qp.model_copy(update={"start_estimate": est, "start_time": estimate_text(est, now)})
+
+
+__all__ = ["CAVEAT", "Holder", "Pool", "StartEstimate", "Waiting", "build_pool", "estimate_text", "holder_of",
+           "limit_seconds", "never_fits", "per_pod", "queue_order", "run_flavor", "snapshot_position",
+           "start_estimate", "workload_request"]
