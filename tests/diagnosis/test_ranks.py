@@ -10,6 +10,9 @@ real line (to make a rank lag), the comment says so; the format is left verbatim
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -358,3 +361,38 @@ def test_node_health_is_judged_for_a_run_whose_pods_all_failed() -> None:
     health = d.phase("GPU/node health")
     assert health.state.value == "warning" and "XIDErrors=True" in health.summary
     assert d.first_incomplete == "GPU/node health" and d.owner == "node-pool-owner"
+
+
+# --- 3. Offline: --logs POD=FILE, repeatable ------------------------------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workers.cli", "diagnose", "llama-ft-7b", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_logs_per_pod_names_the_culprit_in_the_json(tmp_path: Path) -> None:
+    objs = indexed_job(4)
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps(k8s.kube_list(objs)))
+    flags: list[str] = []
+    for i, (name, lines) in enumerate(zip(pod_names(objs), lagging(4, 2).values(), strict=True)):
+        f = tmp_path / f"rank{i}.log"
+        f.write_text("".join(f"{t} {text}\n" for t, text in stamped(lines)))
+        flags += ["--logs", f"{name}={f}"]
+    done = _cli("--from-file", str(dump), *flags, "--now", NOW.isoformat(), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    check = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "Runtime progress")
+    assert check["culprit"]["rank"] == 2 and check["culprit"]["seq"] == 4512
+    assert check["culprit"]["pod"] == pod_names(objs)[2] and check["culprit"]["node"] == "gpu-a2"
+
+
+def test_cli_refuses_mixing_the_two_logs_forms_in_one_line(tmp_path: Path) -> None:
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps(k8s.kube_list(indexed_job(2))))
+    (tmp_path / "a.log").write_text("x\n")
+    done = _cli("--from-file", str(dump), "--logs", str(tmp_path / "a.log"), "--logs",
+                f"llama-ft-7b-0-abcde={tmp_path / 'a.log'}")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "not both" in done.stderr and "Traceback" not in done.stderr
+    missing = _cli("--from-file", str(dump), "--logs", f"llama-ft-7b-0-abcde={tmp_path / 'nope.log'}")
+    assert missing.returncode == 2 and "cannot read --logs" in missing.stderr

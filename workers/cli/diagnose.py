@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.collect.dumps import load_snapshot_file, parse_snapshot, with_queue_position
-from workers.collect.logs.files import read_log, read_log_file
+from workers.collect.logs.files import read_log, read_log_file, read_pod_logs
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis, LogEvidence
 from workers.diagnosis.snapshot import SnapshotError
@@ -88,18 +88,47 @@ def _require_one_namespace(objects: list[dict], run: str, namespace: str | None)
                          "pass --namespace to say which")
 
 
+_POD_FILE = re.compile(r"^(?P<pod>[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)=(?P<file>.+)$")
+
+
 def _log_evidence(args: argparse.Namespace) -> LogEvidence | None:
     """``--logs FILE`` as `kubectl logs --timestamps` printed it (`-` is standard input), streamed:
-    a run's whole log stays bounded in memory (workers/collect/logs/files.py)."""
-    if not args.logs:
+    a run's whole log stays bounded in memory (workers/collect/logs/files.py). ``--logs POD=FILE``,
+    once per pod, gives every rank's log (SPEC §5c); the two forms are not mixed."""
+    values = args.logs or []
+    if not values:
         return None
+    per_pod = [_POD_FILE.match(v) for v in values]
+    if any(per_pod) and not all(per_pod):
+        raise UsageError("--logs takes either one LOGFILE (the run's log) or POD=FILE once per pod, not both")
+    if not all(per_pod):
+        if len(values) > 1:
+            raise UsageError("--logs LOGFILE is the run's one log: give it once (or POD=FILE for each pod)")
+        return _one_log(values[0])
+    pairs = [(m["pod"], m["file"]) for m in per_pod if m]
+    if len({pod for pod, _f in pairs}) != len(pairs):
+        raise UsageError("--logs POD=FILE names a pod twice")
+    streams = []
     try:
-        if args.logs == "-":
+        for pod, name in pairs:
+            try:
+                streams.append((pod, Path(name).open("rb")))  # noqa: SIM115 - closed below
+            except OSError as exc:
+                raise UsageError(f"cannot read --logs {pod}={name}: {exc.strerror or exc}") from None
+        return read_pod_logs(streams)
+    finally:
+        for _pod, stream in streams:
+            stream.close()
+
+
+def _one_log(name: str) -> LogEvidence:
+    try:
+        if name == "-":
             return read_log(sys.stdin.buffer, name="-")
-        with Path(args.logs).open("rb") as stream:
-            return read_log_file(stream, name=args.logs)
+        with Path(name).open("rb") as stream:
+            return read_log_file(stream, name=name)
     except OSError as exc:
-        raise UsageError(f"cannot read --logs {args.logs}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read --logs {name}: {exc.strerror or exc}") from None
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -152,8 +181,9 @@ def add(sub: Any) -> None:
     d.add_argument("--as-group", dest="as_groups", action="append", default=[], metavar="GROUP",
                    help="impersonate GROUP (repeatable)")
     d.add_argument("--save-snapshot", metavar="FILE", help="write the collected snapshot here")
-    d.add_argument("--logs", metavar="LOGFILE",
-                   help="the run's log as `kubectl logs --timestamps` prints it (Runtime progress)")
+    d.add_argument("--logs", metavar="LOGFILE|POD=FILE", action="append",
+                   help="the run's log as `kubectl logs --timestamps` prints it (Runtime progress); or "
+                   "POD=FILE, repeated once per pod, for every rank's log (the culprit rank)")
     d.add_argument("--stall-minutes", type=int, default=20,
                    help="no progress for longer than this is a stall (default 20)")
     d.add_argument("--charts", metavar="DIR",
