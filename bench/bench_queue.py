@@ -31,6 +31,7 @@ from tests.fixtures import k8s
 from tests.live.conftest import write_descriptor
 from workers.collect.investigate import investigate
 from workers.collect.kueue import QueueMemo
+from workers.collect.plan import ReadPlan
 from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity, KubeClients
 from workers.render.charts import loss_chart
@@ -67,9 +68,9 @@ async def measure(rtt: float, runs: int) -> dict[str, tuple[list[float], int, in
             async def one(case: str, queue_memo: QueueMemo | None) -> QueueMemo | None:
                 emu.clear_requests()
                 start = time.perf_counter()
-                report = await investigate(registry.resolve(workspace="vision"), kube=kube, run="train",
-                                           identity=IDENTITY, now=NOW, workspace="vision",
-                                           queue_memo=queue_memo)
+                report = await investigate(registry.resolve(workspace="vision"), kube=kube, identity=IDENTITY,
+                                           now=NOW, plan=ReadPlan(run="train", workspace="vision",
+                                                                  queue_memo=queue_memo))
                 timings = out.setdefault(case, ([], 0, 0))[0]
                 timings.append((time.perf_counter() - start) * 1000)
                 out[case] = (timings, report.requests, emu.rounds())

@@ -25,6 +25,8 @@ from slack_sdk import WebClient
 from bot.buttons import DetailsButton, EscalateButton, MuteButton, ValidateNodesButton
 from bot.commands import ARRIVED, LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
+from bot.presser import CONTEXT_KEY as PRESSER
+from bot.presser import identity_middleware
 from bot.watch_buttons import StopWatchingButton
 from workers.config.settings import Settings
 from workers.contracts.ids import (
@@ -114,36 +116,39 @@ def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton
                        stop: StopWatchingButton, mute: MuteButton, validate: ValidateNodesButton,
                        details: DetailsButton) -> None:
     """Thin listeners: ack, hand the payload over, answer with what comes back. The button
-    listeners come before the catch-all: Bolt runs the first listener that matches."""
+    listeners come before the catch-all: Bolt runs the first listener that matches. Who is
+    asking is resolved in one place: the identity middleware's `Presser` (`bot/presser.py`)."""
+    app.use(identity_middleware(commands.resolver))
 
     @app.command(SLASH_COMMAND)
     def on_tau(ack: Ack, command: dict[str, Any], respond: Respond, context: BoltContext) -> None:
-        ack(**commands.handle(command, respond, arrived=context.get(ARRIVED)).ack_kwargs())
+        ack(**commands.handle(command, respond, arrived=context.get(ARRIVED),
+                             presser=context.get(PRESSER)).ack_kwargs())
 
     @app.action(ESCALATE_ACTION)
-    def on_escalate(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+    def on_escalate(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        escalate.handle(body, respond)
+        escalate.handle(body, respond, context.get(PRESSER))
 
     @app.action(STOP_WATCHING_ACTION)
-    def on_stop_watching(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+    def on_stop_watching(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        stop.handle(body, respond)
+        stop.handle(body, respond, context.get(PRESSER))
 
     @app.action(MUTE_ACTION)
-    def on_mute(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+    def on_mute(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        mute.handle(body, respond)
+        mute.handle(body, respond, context.get(PRESSER))
 
     @app.action(VALIDATE_NODES_ACTION)
-    def on_validate_nodes(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+    def on_validate_nodes(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        validate.handle(body, respond)
+        validate.handle(body, respond, context.get(PRESSER))
 
     @app.action(DETAILS_ACTION)
-    def on_details(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+    def on_details(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        details.handle(body, respond)
+        details.handle(body, respond, context.get(PRESSER))
 
     @app.action(re.compile(".*"))
     def on_button(ack: Ack, body: dict[str, Any]) -> None:

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from bot.identity import Unmapped
-from workers.contracts.identity import Identity
+from bot.presser import Presser, Resolver
 from workers.outside.logsafe import audit
 from workers.plumbing.metrics import PRESSES
 
 log = logging.getLogger(__name__)
-_IDENTITY_KEY = "__taubot_identity"
 
 
 def press_place(body: dict[str, Any]) -> dict[str, str | None]:
@@ -32,33 +30,28 @@ def press_place(body: dict[str, Any]) -> dict[str, str | None]:
             "thread_ts": container.get("thread_ts") or message.get("thread_ts")}
 
 
-class Resolver(Protocol):
-    def resolve(self, slack_user_id: str) -> Identity | Unmapped: ...
-
-
 class ButtonListener:
     """Base of the Escalate and Stop watching listeners."""
 
     name = "button"
     failure_text = "⚠️ taubot hit an internal error; press the button again in a minute."
 
-    def _handle(self, body: dict[str, Any]) -> tuple[str, str | None]:
+    resolver: Resolver
+
+    def _handle(self, body: dict[str, Any], presser: Presser) -> tuple[str, str | None]:
         raise NotImplementedError
 
-    @staticmethod
-    def note_identity(body: dict[str, Any], identity: Identity | Unmapped) -> None:
-        """Remember as whom the press acts, for its audit line (the body is this press's own)."""
-        if isinstance(identity, Identity):
-            body[_IDENTITY_KEY] = identity
-
-    def handle(self, body: dict[str, Any], respond: Callable[..., Any]) -> str:
-        """Returns what happened (for logs and tests); never raises."""
+    def handle(self, body: dict[str, Any], respond: Callable[..., Any],
+               presser: Presser | None = None) -> str:
+        """Returns what happened (for logs and tests); never raises. ``presser``: the request's,
+        from the identity middleware (`bot/presser.py`); a front end without Bolt passes none."""
+        presser = presser or Presser(self.resolver, str((body.get("user") or {}).get("id") or ""))
         try:
-            outcome, text = self._handle(body)
+            outcome, text = self._handle(body, presser)
         except Exception:  # noqa: BLE001 - see module docstring
             log.exception("%s press failed before queueing", self.name)
             outcome, text = "error", self.failure_text
-        identity = body.pop(_IDENTITY_KEY, None)
+        identity = presser.resolved
         action = next(iter(body.get("actions") or []), {}) or {}
         PRESSES.labels(self.name, outcome).inc()
         audit("press", action=self.name, slack_user=str((body.get("user") or {}).get("id") or ""),

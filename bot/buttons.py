@@ -24,6 +24,7 @@ from redis import RedisError
 
 from bot.button_listener import ButtonListener, Resolver, press_place
 from bot.identity import Unmapped
+from bot.presser import Presser
 from workers.config.settings import Settings
 from workers.contracts.ids import (
     DETAILS_ACTION,
@@ -65,15 +66,14 @@ class EscalateButton(ButtonListener):
         self.queue = queue
         self.key = settings.button_key()
 
-    def _handle(self, body: dict[str, Any]) -> tuple[str, str | None]:
+    def _handle(self, body: dict[str, Any], presser: Presser) -> tuple[str, str | None]:
         action = next((a for a in body.get("actions") or [] if a.get("action_id") == ESCALATE_ACTION), {})
         record_id = verify_value(self.key, action.get("value"))
         user = str((body.get("user") or {}).get("id") or "")
         if record_id is None or not SLACK_USER.match(user):
             log.warning("escalate press by %r refused: value not signed by taubot", user[:20])
             return "tampered", TAMPERED
-        identity = self.resolver.resolve(user)
-        self.note_identity(body, identity)
+        identity = presser.identity()
         if isinstance(identity, Unmapped):
             log.info("escalate press refused for %s: %s", user, identity.detail)
             return "unmapped", f"⛔ {escape(identity.reason, 1000)}"
@@ -108,14 +108,13 @@ class RecordButton(ButtonListener):
         self.key = settings.button_key()
         self.timeout = timeout or settings.job_timeout_seconds
 
-    def _handle(self, body: dict[str, Any]) -> tuple[str, str | None]:
+    def _handle(self, body: dict[str, Any], presser: Presser) -> tuple[str, str | None]:
         action = next((a for a in body.get("actions") or [] if a.get("action_id") == self.action_id), {})
         record_id = verify_value(self.key, action.get("value"))
         user = str((body.get("user") or {}).get("id") or "")
         if record_id is None or not SLACK_USER.match(user):
             return "tampered", f"⛔ taubot did not issue this button, so nothing was {self.verb}."
-        identity = self.resolver.resolve(user)
-        self.note_identity(body, identity)
+        identity = presser.identity()
         if isinstance(identity, Unmapped):
             return "unmapped", f"⛔ {escape(identity.reason, 1000)}"
         request = self.request_type(record_id=record_id, user=user, identity=identity,

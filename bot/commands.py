@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from redis import RedisError
 
 from bot.identity import ASK_OPERATOR, Unmapped
+from bot.presser import Presser
 from workers.config.settings import Settings
 from workers.contracts.commands import (
     USAGE,
@@ -190,7 +191,7 @@ class TauCommands:
         )
 
     def handle(self, payload: dict[str, Any], respond: Callable[..., Any], *,
-               arrived: float | None = None) -> Reply:
+               arrived: float | None = None, presser: Presser | None = None) -> Reply:
         """The ephemeral ack for one slash command; later news, if any, goes to ``respond``.
 
         ``arrived`` (on ``clock``) is when the HTTP server read the request: the budget runs
@@ -206,7 +207,8 @@ class TauCommands:
         if isinstance(command, HelpCommand):
             self._audit(payload, None, "help", None, "help", started)
             return help_reply(command.topic)
-        future = self.executor.submit(self.authorize_and_enqueue, command, payload)
+        presser = presser or Presser(self.resolver, str(payload.get("user_id") or ""))
+        future = self.executor.submit(self.authorize_and_enqueue, command, payload, presser)
         try:
             left = max(0.0, started + self.ack_budget - self.clock())
             reply, outcome, identity = future.result(timeout=left)
@@ -230,13 +232,13 @@ class TauCommands:
               run=getattr(command, "run", None), workspace=getattr(command, "workspace", None),
               outcome=outcome)
 
-    def authorize_and_enqueue(self, command: Command, payload: dict[str, Any]
+    def authorize_and_enqueue(self, command: Command, payload: dict[str, Any], presser: Presser
                               ) -> tuple[Reply, str, Identity | None]:
         """Never raises: every outcome is a reply the user can read, with its audit outcome and
         the identity it ran as."""
-        user = str(payload.get("user_id") or "")
+        user = presser.slack_user
         try:
-            identity = self.resolver.resolve(user)
+            identity = presser.identity()
         except Exception:  # noqa: BLE001 - the resolver promises values; be safe anyway
             log.exception("identity resolution raised for %s", user)
             return INTERNAL_ERROR, "error", None

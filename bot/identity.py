@@ -43,6 +43,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from workers.contracts.identity import Identity
+from workers.records import keys
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ ASK_OPERATOR = (
 )
 DEFAULT_TTL_SECONDS = 600
 NEGATIVE_TTL_SECONDS = 60
-DEFAULT_KEY_PREFIX = "taubot:identity:"
+DEFAULT_KEY_PREFIX = keys.IDENTITY
 
 SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,}$")]
 SlackUsergroupId = Annotated[str, Field(pattern=r"^S[A-Z0-9]{2,}$")]

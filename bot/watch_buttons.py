@@ -18,6 +18,7 @@ from redis import RedisError
 
 from bot.button_listener import ButtonListener, Resolver, press_place
 from bot.identity import Unmapped
+from bot.presser import Presser
 from workers.contracts.requests import StopRequest
 from workers.plumbing.jobqueue import JobQueue, enqueue_request
 
@@ -38,13 +39,12 @@ class StopWatchingButton(ButtonListener):
         self.resolver = resolver
         self.queue = queue
 
-    def _handle(self, body: dict[str, Any]) -> tuple[str, str]:
+    def _handle(self, body: dict[str, Any], presser: Presser) -> tuple[str, str]:
         action = (body.get("actions") or [{}])[0]
         user = str((body.get("user") or {}).get("id") or "")
         place = press_place(body)
         channel = str(place["channel"] or "")
-        identity = self.resolver.resolve(user)
-        self.note_identity(body, identity)
+        identity = presser.identity()
         try:
             stop = StopRequest(watch=str(action.get("value") or ""), user=user, channel=channel,
                                identity=None if isinstance(identity, Unmapped) else identity,

@@ -52,12 +52,12 @@ def test_an_unchanged_render_sends_nothing_and_a_change_sends_one_update(store: 
                                                                          fake: FakeSlack) -> None:
     posted = store.post(CHANNEL, card_context(), thread_ts="1700000000.000100")
     assert isinstance(posted, PostedCard)
-    assert store.update_if_changed(CHANNEL, posted.ts, lambda c: card_context()) == "unchanged"
+    assert store.update_if_changed(CHANNEL, posted.ts, lambda c: card_context()).outcome == "unchanged"
     assert fake.calls_to("chat.update") == []
     note = EscalatedNote(owner="queue-owner", by="U012ALICE", at=EXAMPLE_NOW)
     change = lambda c: c.with_slot(EscalationSlot(note=note))  # noqa: E731
-    assert store.update_if_changed(CHANNEL, posted.ts, change) == "updated"
-    assert store.update_if_changed(CHANNEL, posted.ts, change) == "unchanged"
+    assert store.update_if_changed(CHANNEL, posted.ts, change).outcome == "updated"
+    assert store.update_if_changed(CHANNEL, posted.ts, change).outcome == "unchanged"
     [update] = fake.calls_to("chat.update")
     assert "Escalated to *queue-owner*" in str(update.params["blocks"])
     assert store.load(CHANNEL, posted.ts).updates == 1  # type: ignore[union-attr]
@@ -76,8 +76,8 @@ def test_a_deleted_message_is_gone_and_an_unknown_card_is_missing(store: CardSto
     assert isinstance(posted, PostedCard)
     fake.fail_next("chat.update", "message_not_found")
     change = lambda c: c.model_copy(update={"notes": ["changed"]})  # noqa: E731
-    assert store.update_if_changed(CHANNEL, posted.ts, change) == "gone"
-    assert store.update_if_changed(CHANNEL, "1.000000", change) == "missing"
+    assert store.update_if_changed(CHANNEL, posted.ts, change).outcome == "gone"
+    assert store.update_if_changed(CHANNEL, "1.000000", change).outcome == "missing"
 
 
 def test_descriptors_are_reread_only_when_a_file_changes(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 
 from tests.fixtures import k8s
 from tests.fixtures.dcgm import FP64_BLANK, INT64_BLANK_NOT_FOUND, README_SCRAPE, Gpu, scrape
-from workers.collect.dcgm import build_profile
+from workers.collect.dcgm import read_problem
 from workers.diagnosis.profile import (
     CUDA_REASON,
     FINISHED_REASON,
@@ -23,6 +23,7 @@ from workers.diagnosis.profile import (
     Stat,
     Unavailable,
 )
+from workers.diagnosis.profile_build import build_profile
 from workers.kube.reader import ReadError
 from workers.render.profile import profile_lines, render_profile_text, utilization_sparkline
 
@@ -161,8 +162,11 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_build_profile(case: Case) -> None:
-    profile = build_profile(case.pods, case.claims, case.scrapes, case.finished, case.discovery_problem,
-                            node_problems=case.node_problems)
+    # A failed metrics request reaches the builder as its reason in words, as collect_profile hands it.
+    failed = {node: read_problem(got) for node, got in case.scrapes.items() if isinstance(got, ReadError)}
+    bodies = {node: got for node, got in case.scrapes.items() if not isinstance(got, ReadError)}
+    profile = build_profile(case.pods, case.claims, bodies, case.finished, case.discovery_problem,
+                            node_problems={**(case.node_problems or {}), **failed})
     rows = dict(profile_lines(profile, list_limit=None))
     for key, wanted in case.expect.items():
         assert wanted in rows[key], (key, rows[key])

@@ -292,7 +292,7 @@ def test_diagnosed_at_footer() -> None:
 
 def test_gpu_profile_on_the_card_shows_observed_values_and_real_zero() -> None:
     from tests.fixtures.dcgm import Gpu, scrape
-    from workers.collect.dcgm import build_profile
+    from workers.diagnosis.profile_build import build_profile
 
     node = "aks-gpupool-00000000-vmss000000"
     job = k8s.job("train", gpus=2)

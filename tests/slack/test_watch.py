@@ -259,7 +259,7 @@ def test_a_waiting_runs_ticks_read_its_queue_only_when_its_workload_changed_or_e
         wid = watch_id(CHANNEL, RUN)
         start_watch(app)
         assert queue_reads() == 5  # the watch's first card (it counts as tick 0, as its first tick does)
-        memo = load_state(app.redis, wid).queue  # type: ignore[union-attr]
+        memo = load_state(app.redis, wid).reads.queue  # type: ignore[union-attr]
         assert memo is not None and (memo.position.position_in_cluster_queue, memo.cluster_queue) == (
             1, "cluster-queue")
         tick(app)
@@ -275,7 +275,7 @@ def test_a_waiting_runs_ticks_read_its_queue_only_when_its_workload_changed_or_e
         assert queue_reads() == 0  # ticks 2, 3
         tick(app)
         assert queue_reads() == 4  # tick 4: three ticks after the last read, read whatever happened
-        assert load_state(app.redis, wid).queue_read_tick == 4  # type: ignore[union-attr]
+        assert load_state(app.redis, wid).reads.queue_read_tick == 4  # type: ignore[union-attr]
 
 
 def test_second_watch_joins_the_first_and_says_so_in_its_thread(app: SlackApp) -> None:

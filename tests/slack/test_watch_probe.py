@@ -64,7 +64,7 @@ def test_an_unchanged_waiting_runs_ticks_read_its_job_and_workloads_and_every_fo
     with cluster(app, pending()) as emu:
         start_watch(app)
         ts, before = card(app)
-        uid = load_state(app.redis, watch_id(CHANNEL, RUN)).probe.reads[1].selector  # type: ignore[union-attr]
+        uid = load_state(app.redis, watch_id(CHANNEL, RUN)).reads.probe.reads[1].selector  # type: ignore[union-attr]
         probe = ["GET /apis/batch/v1/namespaces/team-vision/jobs/train-a",
                  f"GET /apis/kueue.x-k8s.io/v1beta2/namespaces/team-vision/workloads?{uid}"]
         for _ in range(4):  # the watch's first card was a full read (tick 0 counts from it)

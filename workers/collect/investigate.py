@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from workers.collect.dcgm import DEFAULT_EXPORTER_NAMESPACES, collect_profile
+from workers.collect.dcgm import collect_profile
 from workers.collect.experiments import MlflowAuth, experiment_record
 from workers.collect.kueue import (
     CLUSTER_QUEUE_NAMES,
@@ -39,6 +40,7 @@ from workers.collect.kueue import (
 )
 from workers.collect.logs.seen import SeenStore, remember
 from workers.collect.logs.sources import LogAccess, log_evidence
+from workers.collect.plan import ReadPlan
 from workers.collect.report import RunReport
 from workers.collect.workspace import (
     readiness_report,
@@ -61,29 +63,20 @@ from workers.diagnosis.models import (
     PhaseState,
     RunRef,
 )
-from workers.diagnosis.phases import container_start, dra, image_pull, init_containers, ready, scheduling
+from workers.diagnosis.phases import POD_JUDGES, image_pull
 from workers.diagnosis.phases.admission import WAITING
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.podfacts import is_terminal
 from workers.diagnosis.profile import GpuProfile, unavailable_profile
 from workers.diagnosis.progress_checks import DEFAULT_STALL_SECONDS, main_started
 from workers.diagnosis.queue_position import QueuePosition, awaits_admission
-from workers.diagnosis.registry import ADMISSION, LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER
+from workers.diagnosis.registry import ADMISSION, LAYER_CHECKS, PHASE_NAMES, RAYCLUSTER, STATUS_PROVEN
 from workers.kube.client import Identity, KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
 
 PAGE_SIZE = 2000
 EVENT_PODS = 2
 
-# Per pod phase, the judge that says which pods keep it from being done.
-POD_JUDGES = {
-    scheduling.NAME: scheduling.judge_pod,
-    dra.NAME: dra.judge_pod,
-    image_pull.NAME: image_pull.judge_pod,
-    init_containers.NAME: init_containers.judge_pod,
-    container_start.NAME: container_start.judge_pod,
-    ready.NAME: ready.judge_pod,
-}
 
 
 
@@ -127,8 +120,6 @@ def uses_dra(run_obj: dict) -> bool:
     return "resourceClaims" in json.dumps(run_obj.get("spec") or {})
 
 
-# Verdicts that pod status alone already proves; their events would add nothing.
-STATUS_PROVEN = (scheduling.NAME, init_containers.NAME, container_start.NAME)
 
 
 def needs_events(diagnosis: Diagnosis) -> bool:
@@ -422,88 +413,106 @@ async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: Run
 
 async def diagnose_live(registry: Registry, *, run: str, identity: Identity, now: datetime,
                         workspace: str | None = None, channel: str | None = None,
-                        kube: KubeClients | None = None, **options: Any) -> RunReport:
-    """Resolve the workspace (once), then `investigate` (the CLI's and the tests' entry)."""
+                        kube: KubeClients | None = None, seen: SeenStore | None = None,
+                        mlflow_token: str | None = None, mlflow_auth: MlflowAuth | None = None,
+                        **plan: Any) -> RunReport:
+    """Resolve the workspace (once), then `investigate` (the CLI's and the tests' entry); ``plan``:
+    the `ReadPlan`'s fields."""
     resolution = registry.resolve(workspace=workspace, channel=channel)
-    return await investigate(resolution, kube=kube or KubeClients(), run=run, identity=identity, now=now,
-                             workspace=workspace, **options)
+    return await investigate(resolution, kube=kube or KubeClients(), identity=identity, now=now,
+                             plan=ReadPlan(run=run, workspace=workspace, **plan), seen=seen,
+                             mlflow_auth=mlflow_auth or MlflowAuth(token=mlflow_token))
 
 
-async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, identity: Identity,
-                      now: datetime, workspace: str | None = None,
-                      timeout: float = 10.0, profile: bool = False, layer7: bool = True,
-                      stall_seconds: int = DEFAULT_STALL_SECONDS,
-                      mlflow_token: str | None = None, mlflow_auth: MlflowAuth | None = None,
-                      nodes_health: bool = True, seen: SeenStore | None = None,
-                      exporter_namespaces: tuple[str, ...] = DEFAULT_EXPORTER_NAMESPACES,
-                      queue_memo: QueueMemo | None = None,
-                      list_namespace_workloads: bool = True) -> RunReport:
-    """Collect under `identity` in the resolved workspace, evaluate; layers 1–2 first.
-
-    The caller resolved the workspace once (and may use that resolution for its own reviews);
-    the objects are linked once; the answer is one `RunReport` that every later reader uses.
-    With `profile`, the GPU run profile (SPEC §6) is read afterwards in the same client
-    session and under the same identity; without it the request count is exactly the base
-    status's. ``queue_memo`` (a watch's last queue read) is reused while the run's Workloads are
-    unchanged, so such a tick makes no queue reads. ``list_namespace_workloads=False`` (a watch
-    tick) reads the Workloads ahead by name instead of listing the namespace's (`read_queue`).
-    """
+async def investigate(resolution: Resolution, *, kube: KubeClients, identity: Identity, now: datetime,
+                      plan: ReadPlan, seen: SeenStore | None = None,
+                      mlflow_auth: MlflowAuth | None = None) -> RunReport:
+    """Collect under `identity` in the resolved workspace and evaluate, in one impersonated client
+    session of its own (`investigate_in` for a caller that opens the session and shares it with
+    its own reviews). Layers 1–2 first: a workspace that does not resolve opens no client."""
     if isinstance(resolution, ResolutionFailure):
-        report = resolution_report(resolution, workspace)
-        return RunReport(diagnosis=unreachable_diagnosis(run, None, report), workspace=workspace,
-                          namespace=None, requests=0, objects=[], layer_report=report,
-                          profile=_layer_profile(report) if profile else None)
+        return unresolved_report(resolution, plan)
     ws = resolution.descriptor
-    ns = ws.spec.namespace
+    async with user_session(kube, ws, identity, plan.timeout) as reader:
+        return await investigate_in(reader, ws, now=now, plan=plan, seen=seen, mlflow_auth=mlflow_auth)
+
+
+def unresolved_report(resolution: ResolutionFailure, plan: ReadPlan) -> RunReport:
+    """Layer 1 failed before any read: the descriptor does not resolve."""
+    report = resolution_report(resolution, plan.workspace)
+    return RunReport(diagnosis=unreachable_diagnosis(plan.run, None, report), workspace=plan.workspace,
+                     namespace=None, requests=0, objects=[], layer_report=report,
+                     profile=_layer_profile(report) if plan.profile else None)
+
+
+@asynccontextmanager
+async def user_session(kube: KubeClients, ws: WorkspaceConnection, identity: Identity,
+                       timeout: float) -> AsyncIterator[KubeReader]:
+    """One impersonated client for everything a status reads as ``identity`` — the investigation
+    and the reviews beside it (operator hints, node validation): one connection, one identity."""
     api = await kube.user(ws.cluster_target(), identity)
     async with api:
-        reader = KubeReader(api, timeout)
-        # The driver log may be read only after the user's `get pods/log` review allowed it; sent
-        # with round 2 (the pods), the read itself joins round 3 instead of adding two (issue 28).
-        log_access = LogAccess(reader, ns)
+        yield KubeReader(api, timeout)
 
-        def on_run(objs: RunObjects) -> None:
-            if layer7 and reads_driver_log(objs, now):
-                log_access.start()
 
-        async def nodes_and_evidence(objs: RunObjects) -> tuple[Any, Any]:
-            none: tuple[Any, Any] = (None, None)
-            nodes_call = read_nodes(reader, objs) if nodes_health and objs.pods else _value(none)
-            evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout,
-                                            mlflow_token=mlflow_token, mlflow_auth=mlflow_auth, seen=seen,
-                                            access=log_access, stall_seconds=stall_seconds
-                                            ) if layer7 else _value(none)
-            return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
+async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: datetime, plan: ReadPlan,
+                         seen: SeenStore | None = None, mlflow_auth: MlflowAuth | None = None) -> RunReport:
+    """`investigate` inside the caller's session: collect, evaluate, and with `plan.profile` the GPU
+    run profile (SPEC §6) read afterwards with the same reader; without it the request count is
+    exactly the base status's. The objects are linked once; the answer is one `RunReport` that
+    every later reader uses. `plan.queue_memo` (a watch's last queue read) is reused while the
+    run's Workloads are unchanged, so such a tick makes no queue reads; `plan.list_namespace_workloads`
+    False (a tick) reads the Workloads ahead by name instead of listing the namespace's."""
+    run, timeout, layer7, stall_seconds = plan.run, plan.timeout, plan.layer7, plan.stall_seconds
+    queue_memo = plan.queue_memo
+    ns = ws.spec.namespace
+    start = reader.requests_made
+    # The driver log may be read only after the user's `get pods/log` review allowed it; sent
+    # with round 2 (the pods), the read itself joins round 3 instead of adding two (issue 28).
+    log_access = LogAccess(reader, ns)
 
-        async def queue(run_obj: dict) -> QueueRead:
-            local_queue = labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue
-            cluster = ws.cluster_target().model_dump_json()
-            hint = (queue_memo.cluster_queue if queue_memo else None) or \
-                CLUSTER_QUEUE_NAMES.get(cluster, ns, local_queue, shared=seen)
-            read = await read_queue(reader, ns, local_queue, cluster_queue=hint,
-                                    run_uid=meta(run_obj).get("uid") or "",
-                                    list_namespace=list_namespace_workloads)
-            CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read, shared=seen)
-            return read
+    def on_run(objs: RunObjects) -> None:
+        if layer7 and reads_driver_log(objs, now):
+            log_access.start()
 
-        try:
-            collected = await collect(reader, ns, run, now, tauworkspace_path(ws),
-                                      alongside=nodes_and_evidence, queue=queue, on_run=on_run,
-                                      queue_unless=queue_memo.workload_version if queue_memo else None)
-        finally:
-            await log_access.settle()
-        objects, tw = collected.objects, collected.tauworkspace
-        gpu_profile: GpuProfile | None = None
-        ready = isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready"
-        logs: LogEvidence | None = None
-        experiment: ExperimentEvidence | None = None
-        node_gaps: dict[str, str] | None = None
-        if ready and collected.alongside is not None:
-            (node_objects, node_gaps), (logs, experiment) = collected.alongside
-            objects = [*objects, *(node_objects or [])]
-        if ready and profile:
-            gpu_profile = await collect_profile(reader, collected.linked or find_run(objects, run, ns),
-                                                now=now, namespaces=exporter_namespaces)
+    async def nodes_and_evidence(objs: RunObjects) -> tuple[Any, Any]:
+        none: tuple[Any, Any] = (None, None)
+        nodes_call = read_nodes(reader, objs) if plan.nodes_health and objs.pods else _value(none)
+        evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout, mlflow_token=None,
+                                        mlflow_auth=mlflow_auth, seen=seen,
+                                        access=log_access, stall_seconds=stall_seconds
+                                        ) if layer7 else _value(none)
+        return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
+
+    async def queue(run_obj: dict) -> QueueRead:
+        local_queue = labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue
+        cluster = ws.cluster_target().model_dump_json()
+        hint = (queue_memo.cluster_queue if queue_memo else None) or \
+            CLUSTER_QUEUE_NAMES.get(cluster, ns, local_queue, shared=seen)
+        read = await read_queue(reader, ns, local_queue, cluster_queue=hint,
+                                run_uid=meta(run_obj).get("uid") or "",
+                                list_namespace=plan.list_namespace_workloads)
+        CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read, shared=seen)
+        return read
+
+    try:
+        collected = await collect(reader, ns, run, now, tauworkspace_path(ws),
+                                  alongside=nodes_and_evidence, queue=queue, on_run=on_run,
+                                  queue_unless=queue_memo.workload_version if queue_memo else None)
+    finally:
+        await log_access.settle()
+    objects, tw = collected.objects, collected.tauworkspace
+    gpu_profile: GpuProfile | None = None
+    ready = isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready"
+    logs: LogEvidence | None = None
+    experiment: ExperimentEvidence | None = None
+    node_gaps: dict[str, str] | None = None
+    if ready and collected.alongside is not None:
+        (node_objects, node_gaps), (logs, experiment) = collected.alongside
+        objects = [*objects, *(node_objects or [])]
+    if ready and plan.profile:
+        gpu_profile = await collect_profile(reader, collected.linked or find_run(objects, run, ns),
+                                            now=now, namespaces=plan.exporter_namespaces)
     report: LayerReport | None = None
     if isinstance(tw, ReadError):
         report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")
@@ -511,7 +520,7 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
         report = readiness_report(ws, tw, None)
     if report is not None:
         diagnosis = unreachable_diagnosis(run, ns, report)
-        if profile:
+        if plan.profile:
             gpu_profile = _layer_profile(report)
     elif (logs is None and experiment is None and not node_gaps and len(objects) == len(collected.objects)
           and not (gpu_profile and gpu_profile.gpu_health)):
@@ -535,7 +544,7 @@ async def investigate(resolution: Resolution, *, kube: KubeClients, run: str, id
                                  cluster_queue=position.cluster_queue)
         diagnosis = diagnosis.model_copy(update={"queue_position": position})
     return RunReport(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
-                     requests=reader.requests_made, objects=objects, layer_report=report,
+                     requests=reader.requests_made - start, objects=objects, layer_report=report,
                      profile=gpu_profile, descriptor=ws, linked_objects=collected.linked, queue_memo=memo)
 
 

@@ -42,6 +42,7 @@ from workers.diagnosis.queue_position import (
 )
 from workers.kube.reader import KubeReader, ReadError, resource_path
 from workers.plumbing.metrics import UNTRUSTED_DROPPED
+from workers.records import keys
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class SharedHints(Protocol):
     def set(self, name: str, value: str, ex: int | None = None) -> object: ...
 
 
-SHARED_KEY = "taubot:cq-of:"  # + a digest of (cluster, namespace, LocalQueue): the ClusterQueue's name
+SHARED_KEY = keys.CLUSTER_QUEUE_OF
 SHARED_TTL_SECONDS = 24 * 3600
 # A Kubernetes object name (a DNS-1123 subdomain, as Kueue's ClusterQueue names are).
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

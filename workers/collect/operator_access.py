@@ -16,39 +16,30 @@ SelfSubjectAccessReview itself) means "no hints" and is not cached.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 
 import redis
 
-from workers.collect.access import review
-from workers.kube.client import ClusterTarget, Identity, KubeClients
-from workers.kube.reader import ReadError
+from workers.kube.client import Identity
+from workers.kube.reader import KubeReader, ReadError
+from workers.records import keys
 
 log = logging.getLogger(__name__)
 
 OPERATOR_REVIEW = {"verb": "list", "resource": "workloads", "group": "kueue.x-k8s.io"}
 CACHE_TTL_SECONDS = 300
-CACHE_PREFIX = "taubot:operator-access:"
+CACHE_PREFIX = keys.OPERATOR_ACCESS
 
 
 def cache_key(scope: str, identity: Identity) -> str:
     """Key per workspace and identity; a changed group list is a different key."""
-    digest = hashlib.sha256(identity.model_dump_json().encode()).hexdigest()[:16]
-    return f"{CACHE_PREFIX}{scope}:{digest}"
+    return keys.operator_access_key(scope, identity.model_dump_json())
 
 
-async def may_see_operator_hints(
-    target: ClusterTarget,
-    identity: Identity,
-    *,
-    kube: KubeClients,
-    scope: str,
-    cache: redis.Redis | None,
-    timeout: float = 10.0,
-    ttl_seconds: int = CACHE_TTL_SECONDS,
-) -> bool:
-    """True when ``identity`` may list Workloads in every namespace of ``target``."""
+async def may_see_operator_hints(reader: KubeReader, identity: Identity, *, scope: str,
+                                 cache: redis.Redis | None, ttl_seconds: int = CACHE_TTL_SECONDS) -> bool:
+    """True when ``identity`` may list Workloads in every namespace of the reader's cluster; the
+    review is made through ``reader`` — the status's own impersonated client for ``identity``."""
     key = cache_key(scope, identity)
     if cache is not None:
         try:
@@ -58,7 +49,7 @@ async def may_see_operator_hints(
             cached = None
         if cached is not None:
             return cached == b"1"
-    allowed = await review(kube, target, identity, **OPERATOR_REVIEW, timeout=timeout)
+    allowed = await reader.access_review(**OPERATOR_REVIEW)
     if isinstance(allowed, ReadError):
         log.info("operator access review failed for %s: %s", identity.user, allowed.describe())
         return False

@@ -8,10 +8,9 @@ evidence) and reported in the guide's order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
-from . import later_evidence
+from . import later_evidence, registry
 from .eta import training_eta
 from .gaps import PHASE_NEEDS, ReadGap
 from .layers import layer_info
@@ -26,18 +25,7 @@ from .models import (
     RunRef,
 )
 from .nodes import gpu_node_health
-from .phases import (
-    admission,
-    container_start,
-    dra,
-    image_pull,
-    init_containers,
-    raycluster,
-    rayjob_status,
-    ready,
-    scheduling,
-    submitted,
-)
+from .phases import EVALUATION_ORDER, rayjob_status, submitted
 from .phases.common import RunContext
 from .progress_checks import (
     DEFAULT_STALL_SECONDS,
@@ -51,21 +39,6 @@ from .recovery import recovery
 from .registry import ANSWER_ORDER, PHASE_NAMES
 from .shapes import sanitize
 from .snapshot import flatten
-
-PhaseFn = Callable[[RunContext, dict[str, PhaseResult]], PhaseResult]
-
-EVALUATION_ORDER: tuple[tuple[str, PhaseFn], ...] = (
-    (submitted.NAME, submitted.evaluate),
-    (admission.NAME, admission.evaluate),
-    (scheduling.NAME, scheduling.evaluate),
-    (dra.NAME, dra.evaluate),
-    (image_pull.NAME, image_pull.evaluate),
-    (init_containers.NAME, init_containers.evaluate),
-    (container_start.NAME, container_start.evaluate),
-    (ready.NAME, ready.evaluate),
-    (raycluster.NAME, raycluster.evaluate),
-    (rayjob_status.NAME, rayjob_status.evaluate),
-)
 
 ALL_DONE = Finding(
     reason="run.all_done",
@@ -138,7 +111,7 @@ def _apply_gaps(ctx: RunContext, results: dict[str, PhaseResult], gaps: dict[str
                                                          "reason": "read.not_checked"})
     for name, needs in PHASE_NEEDS.items():
         phase = results[name]
-        if phase.state is PhaseState.SKIPPED and name != dra.NAME:
+        if phase.state is PhaseState.SKIPPED and name != registry.DRA.name:
             continue
         if name == submitted.NAME and ctx.objs.run is not None:
             continue

@@ -1,9 +1,11 @@
 """The one registry of phases and layer checks: name, layer, order, owner, needs, stall rule, label.
 
 Every other module reads the guide's names from here, so adding a phase is one
-entry (plus its judging function in `phases/`, listed in `phases/__init__.py`),
-not eight hand-kept tables. The order of `ENTRIES` is SPEC §5a's answer order:
-the first entry that is not done or skipped is `first_incomplete`.
+entry (plus its module in `phases/`, listed by name in `phases/__init__.py`; a pod
+phase also in `phases/pods.py`), not eight hand-kept tables: the evaluation order,
+the pod judges and the phases whose pod status alone proves them are derived.
+The order of `ENTRIES` is SPEC §5a's answer order: the first entry that is not
+done or skipped is `first_incomplete`.
 
 Stall thresholds are keyed by the results' reason codes (`area.what`,
 see `phases/common.reason_code`), never by position or by a summary's words.
@@ -29,22 +31,26 @@ class Entry:
     needs: tuple[str, ...] = ()  # resources (plurals) the verdict rests on: a read gap there marks it
     pod_level: bool = False  # judged pod by pod (Pod scheduling … Ready)
     own_process: bool = False  # a failure of the run's own process: resume-from-checkpoint applies
+    status_proves: bool = False  # pod status alone proves its verdict: the pods' events would add nothing
+    after_pods: bool = False  # judged from the pod phases' verdicts (on its own pods): evaluated after them
 
 
 WORKSPACE_CONNECTION = Entry("Workspace connection", 1, "check", "platform", "Connection")
 WORKSPACE_READINESS = Entry("Workspace readiness", 2, "check", "platform", "Readiness")
 SUBMITTED = Entry("Submitted", 3, "phase", "researcher", "Submitted", ("rayjobs", "jobs"))
 ADMISSION = Entry("Kueue admission", 4, "phase", "queue-owner", "Admission", ("workloads",))
-RAYCLUSTER = Entry("RayCluster", 5, "phase", "node-pool-owner", "RayCluster", ("rayclusters",))
-SCHEDULING = Entry("Pod scheduling", 5, "phase", "node-pool-owner", "Scheduling", ("pods",), pod_level=True)
+RAYCLUSTER = Entry("RayCluster", 5, "phase", "node-pool-owner", "RayCluster", ("rayclusters",),
+                   after_pods=True)
+SCHEDULING = Entry("Pod scheduling", 5, "phase", "node-pool-owner", "Scheduling", ("pods",), pod_level=True,
+                   status_proves=True)
 DRA = Entry("DRA allocation", 5, "phase", "node-pool-owner", "DRA", ("pods", "resourceclaims"),
             pod_level=True)  # "no claims" is known only from the pods
 IMAGE_PULL = Entry("Image pull", 5, "phase", "image-owner", "Image pull", ("pods",), pod_level=True)
 INIT_CONTAINERS = Entry("Init containers", 5, "phase", "researcher", "Init", ("pods",), pod_level=True,
-                        own_process=True)
+                        own_process=True, status_proves=True)
 NODE_HEALTH = Entry("GPU/node health", 6, "check", "node-pool-owner", "Nodes")
 CONTAINER_START = Entry("Container start", 5, "phase", "researcher", "Start", ("pods",), pod_level=True,
-                        own_process=True)
+                        own_process=True, status_proves=True)
 READY = Entry("Ready", 5, "phase", "researcher", "Ready", ("pods",), pod_level=True, own_process=True)
 RUNTIME_PROGRESS = Entry("Runtime progress", 7, "check", "researcher", "Progress", own_process=True)
 RAYJOB_STATUS = Entry("RayJob status", 7, "phase", "researcher", "RayJob", own_process=True)
@@ -64,6 +70,18 @@ PHASES: tuple[Entry, ...] = (SUBMITTED, ADMISSION, RAYCLUSTER, SCHEDULING, DRA, 
 PHASE_NAMES: tuple[str, ...] = tuple(e.name for e in PHASES)
 CHECK_NAMES: tuple[str, ...] = tuple(e.name for e in ENTRIES if e.kind == "check")
 POD_PHASES: tuple[str, ...] = tuple(e.name for e in PHASES if e.pod_level)
+STATUS_PROVEN: tuple[str, ...] = tuple(e.name for e in PHASES if e.status_proves)
+
+
+def _evaluation_order() -> tuple[Entry, ...]:
+    """The tree's order, with a phase judged from the pod phases' verdicts moved just after the
+    last of them (RayCluster borrows their evidence for its own pods)."""
+    before = [e for e in PHASES if not e.after_pods]
+    last_pod = max(i for i, e in enumerate(before) if e.pod_level)
+    return (*before[:last_pod + 1], *(e for e in PHASES if e.after_pods), *before[last_pod + 1:])
+
+
+EVALUATION: tuple[Entry, ...] = _evaluation_order()
 OWN_PROCESS: frozenset[str] = frozenset(e.name for e in ENTRIES if e.own_process)
 LAYER_CHECKS: dict[int, str] = {1: WORKSPACE_CONNECTION.name, 2: WORKSPACE_READINESS.name}
 
@@ -111,5 +129,6 @@ def stall_rule(reason: str) -> StallRule | None:
     return STALL_RULES.get(reason) or STALL_RULES.get(reason.partition(".")[0] + ".*")
 
 
-__all__ = ["ANSWER_ORDER", "BY_NAME", "CHECK_NAMES", "ENTRIES", "LAYER_CHECKS", "OWN_PROCESS", "PHASES",
-           "PHASE_NAMES", "POD_PHASES", "STALL_RULES", "Entry", "StallRule", "stall_rule"]
+__all__ = ["ANSWER_ORDER", "BY_NAME", "CHECK_NAMES", "ENTRIES", "EVALUATION", "LAYER_CHECKS", "OWN_PROCESS",
+           "PHASES", "PHASE_NAMES", "POD_PHASES", "STALL_RULES", "STATUS_PROVEN", "Entry", "StallRule",
+           "stall_rule"]

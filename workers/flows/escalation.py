@@ -360,12 +360,12 @@ def _update_card(services: Services, record: StoredDiagnosis, request: EscalateR
     card_ts = record.card_ts or request.message_ts
     if not card_ts or note is None:
         return
-    outcome = services.cards.update_if_changed(
+    edit = services.cards.update_if_changed(
         record.channel, card_ts,
         lambda context: context.with_slot(EscalationSlot(note=note)),
         max_wait=15.0)
-    if outcome not in ("updated", "unchanged"):
-        log.warning("escalation: card %s not updated (%s); the handoff was posted", card_ts, outcome)
+    if not edit.shown:
+        log.warning("escalation: card %s not updated (%s); the handoff was posted", card_ts, edit.outcome)
 
 
 def write_audit(path: Path | None, record: StoredDiagnosis, request: EscalateRequest, *, target: str,

@@ -26,16 +26,15 @@ from datetime import datetime
 import redis
 from pydantic import BaseModel, ConfigDict
 
-from workers.collect.access import permits, review
+from workers.collect.access import review
 from workers.collect.report import RunReport
 from workers.config.workspaces import Resolved
-from workers.contracts.identity import Identity
 from workers.contracts.ids import VALIDATE_NODES_ACTION
 from workers.contracts.requests import ValidateNodesRequest
 from workers.contracts.signing import sign_id
 from workers.diagnosis.podfacts import is_terminal
-from workers.kube.client import ClusterTarget
-from workers.kube.reader import ReadError
+from workers.kube.reader import KubeReader, ReadError
+from workers.records import keys
 from workers.render.buttons import CardButton
 from workers.render.cards import build_workspace_card
 from workers.render.mrkdwn import code, escape
@@ -47,7 +46,7 @@ from .presses import NOT_HERE, offered_here
 
 log = logging.getLogger(__name__)
 
-OFFER_PREFIX = "taubot:validate-offer:"
+OFFER_PREFIX = keys.VALIDATE_OFFER
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # set by the kubelet on every node
 MAX_NODES = 64  # as many as layer 6 reads; a selector beyond that is an operator's own command
 EXPIRED = ("⌛ This *Validate these nodes* button has expired (taubot keeps a card's buttons for "
@@ -94,29 +93,27 @@ def selector_for(nodes: list[str]) -> str:
     return f"{HOSTNAME_LABEL} in ({','.join(nodes)})"
 
 
-async def _may_create_pods(services: Services, target: ClusterTarget, identity: Identity) -> bool:
-    return await permits(services.kube, target, identity, "create", "pods",
-                         namespace=services.settings.validation_namespace,
-                         timeout=services.settings.kube_request_timeout_seconds)
+def wants_validation(live: RunReport) -> bool:
+    """A layer-6 answer about nodes the run's live pods are bound to: the only card with the button."""
+    return live.diagnosis.layer == 6 and bool(live.workspace) and live.descriptor is not None \
+        and bool(run_nodes(live))
 
 
-def offer_node_validation(services: Services, live: RunReport, *, identity: Identity, channel: str,
+async def may_create_validation_pods(reader: KubeReader, namespace: str) -> bool:
+    """The requester's access review for the button (create pods in the validation namespace),
+    through the status's own impersonated client; a review that failed is "no"."""
+    return await reader.access_review("create", "pods", namespace=namespace) is True
+
+
+def offer_node_validation(services: Services, live: RunReport, *, may_create: bool, channel: str,
                           thread_ts: str | None, now: datetime) -> ValidationButton | None:
     """The button for a layer-6 answer, or None (another layer, no thread, no signing key, no
-    nodes, the requester may not create the pods, or the access review or Redis failed)."""
+    nodes, or the requester may not create the pods — ``may_create``, reviewed by the status —
+    or Redis failed)."""
     key = services.settings.button_key()
-    if live.diagnosis.layer != 6 or thread_ts is None or key is None or not live.workspace:
+    if not may_create or thread_ts is None or key is None or not wants_validation(live):
         return None
     nodes = run_nodes(live)
-    if not nodes or live.descriptor is None:
-        return None
-    try:
-        allowed = services.run(_may_create_pods(services, live.descriptor.cluster_target(), identity))
-    except Exception as exc:  # noqa: BLE001 - no button is the honest answer to a failed review
-        log.info("validate-nodes access review failed for %s: %r", identity.user, exc)
-        return None
-    if not allowed:
-        return None
     offer_id = secrets.token_urlsafe(18)
     offer = ValidationOffer(workspace=live.workspace, nodes=nodes, channel=channel, thread_ts=thread_ts,
                             offered_at=now)
@@ -159,8 +156,7 @@ def run_validate_press(services: Services, request: ValidateNodesRequest) -> dic
         kube=services.kube))
     card = build_workspace_card(report, command=f"/tau cluster validate nodes --selector {selector}")
     # Who pressed is the identity the pods ran as (a mention cannot pass the card's markup check).
-    card = card.model_copy(update={"reference": f"{card.reference} · pods created as "
-                                                 f"{code(request.identity.user, 200)}"})
+    card = card.replace(reference=f"{card.reference} · pods created as {code(request.identity.user, 200)}")
     posted = services.cards.post(offer.channel, card, thread_ts=offer.thread_ts)
     if isinstance(posted, Failed) and request.response_url:
         services.surface.respond(request.response_url, posted_text(report.summary), [])

@@ -23,14 +23,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from workers.collect.experiments import MlflowAuth
-from workers.collect.investigate import investigate
-from workers.collect.kueue import QueueMemo
+from workers.collect.investigate import investigate, investigate_in, user_session
 from workers.collect.operator_access import may_see_operator_hints
+from workers.collect.plan import ReadPlan, status_plan
 from workers.collect.report import RunReport
 from workers.collect.workspace import check_connection, workspace_status
 from workers.config.workspaces import Resolved
 from workers.contracts.commands import WorkspaceStatusCommand
 from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceRequest
+from workers.kube.reader import KubeReader
+from workers.records import keys
 from workers.records.cards import PostedCard, render
 from workers.records.offers import handoff_gap, offer_escalation
 from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card, render_details
@@ -40,7 +42,7 @@ from workers.render.slots import ChartLink, ChartsSlot
 from workers.services import Services
 from workers.surfaces.base import Failed
 
-from .node_validation import offer_node_validation
+from .node_validation import may_create_validation_pods, offer_node_validation, wants_validation
 
 if TYPE_CHECKING:
     from rq.job import Job
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 META_PARENT_TS = "parent_ts"
-PARENT_KEY = "taubot:parent:{job_id}"
+PARENT_KEY = keys.PARENT + "{job_id}"
 PARENT_TTL_SECONDS = 8 * 24 * 3600  # outlives the failed job (rq keeps it 7 days)
 META_CARD_TS = "card_ts"
 PRIVATE_NOTE = (
@@ -196,26 +198,24 @@ def link_charts(services: Services, channel: str, card_ts: str, slot: ChartsSlot
     once other cards have used the budget, this edit waits about 1.2 s for its slot, and waiting in
     the job made every next command wait too (bench_warm: ~1.2 s command → card at any RTT). So
     the edit reserves the budget's next slot and runs then as a job of its own (``reserved``)."""
-    deferred: list[Failed] = []
     try:
-        outcome = services.cards.update_if_changed(
+        edit = services.cards.update_if_changed(
             channel, card_ts, lambda stored: stored.with_slot(slot), max_wait=0,
-            reserve_within=0.0 if reserved else CHART_LINK_RESERVE_SECONDS, reserved=reserved,
-            deferred=deferred)
+            reserve_within=0.0 if reserved else CHART_LINK_RESERVE_SECONDS, reserved=reserved)
     except RuntimeError as exc:  # the card stays as posted; the pictures are in the thread anyway
         log.warning("status: could not link the pictures on card %s: %s", card_ts, exc)
         return "failed"
-    if outcome == "deferred" and not reserved and deferred and deferred[0].error == "reserved":
-        wait = deferred[0].retry_after or 0.0
+    if edit.outcome == "deferred" and not reserved and edit.slot_reserved:
+        wait = edit.retry_after or 0.0
         services.queue.enqueue_in(
             wait, LINK_CHARTS_JOB, channel, card_ts, slot.model_dump(mode="json"),
             job_id=f"charts-{channel}-{card_ts.replace('.', '-')}",
             timeout=services.settings.job_timeout_seconds,
             exact=now + timedelta(seconds=wait), description=f"link the pictures on card {card_ts}")
         return "scheduled"
-    if outcome not in ("updated", "unchanged"):
-        log.info("status: card %s was not edited with its pictures (%s)", card_ts, outcome)
-    return outcome
+    if not edit.shown:
+        log.info("status: card %s was not edited with its pictures (%s)", card_ts, edit.outcome)
+    return edit.outcome
 
 
 @dataclass
@@ -229,48 +229,63 @@ class StatusOutcome:
     requests: int
 
 
-async def diagnose_for_card(services: Services, request: StatusRequest, now: datetime, *,
-                            queue_memo: QueueMemo | None = None,
-                            watch_tick: bool = False) -> tuple[RunReport, bool]:
-    """The live diagnosis and, concurrently, the operator access review, both as the user, in the
-    workspace resolved once for both; ``queue_memo``: a watch's last queue read (see `investigate`)."""
-    command = request.command
+@dataclass(frozen=True)
+class CardReads:
+    """What a card is built from: the run's answer and the requester's two access reviews, all
+    made as the requester through one impersonated client (`diagnose_for_card`)."""
+
+    live: RunReport
+    operator_hints: bool = False  # may see the operator-only kubectl hints
+    may_validate: bool = False  # may create the node-validation pods (asked for a layer-6 answer only)
+
+
+async def _no() -> bool:
+    return False
+
+
+async def diagnose_for_card(services: Services, request: StatusRequest, now: datetime, plan: ReadPlan, *,
+                            validation: bool = False) -> CardReads:
+    """The live diagnosis and, beside it, the operator-hints review — and, for a layer-6 answer on a
+    card that can carry the button (``validation``), the node-validation review — in the workspace
+    resolved once, through one impersonated client session. The reviews keep their own request
+    count: the card's figure is the status's reads."""
     settings = services.settings
     mlflow = MlflowAuth.from_settings(settings)
-    resolution = services.registry.resolve(workspace=command.workspace, channel=request.channel)
-    live_call = investigate(resolution, kube=services.kube, seen=services.redis, run=command.run,
-                            identity=request.identity,
-                            now=now, workspace=command.workspace,
-                            timeout=settings.kube_request_timeout_seconds, profile=command.run_profile,
-                            stall_seconds=settings.progress_stall_minutes * 60, mlflow_auth=mlflow,
-                            exporter_namespaces=settings.exporter_namespaces, queue_memo=queue_memo,
-                            list_namespace_workloads=not watch_tick)
+    resolution = services.registry.resolve(workspace=request.command.workspace, channel=request.channel)
     if not isinstance(resolution, Resolved):
-        return await live_call, False
-    review = may_see_operator_hints(resolution.descriptor.cluster_target(), request.identity,
-                                    kube=services.kube, scope=resolution.descriptor.name,
-                                    cache=services.redis, timeout=settings.kube_request_timeout_seconds)
-    live, allowed = await asyncio.gather(live_call, review, return_exceptions=True)
-    if isinstance(live, BaseException):
-        raise live
-    if isinstance(allowed, BaseException):
-        log.warning("operator access review raised, hiding hints: %r", allowed)
-        allowed = False
-    return live, bool(allowed)
+        return CardReads(await investigate(resolution, kube=services.kube, identity=request.identity, now=now,
+                                           plan=plan, seen=services.redis, mlflow_auth=mlflow))
+    ws = resolution.descriptor
+    async with user_session(services.kube, ws, request.identity, plan.timeout) as reader:
+        reviews = KubeReader(reader.api_client, plan.timeout)
+        hints = may_see_operator_hints(reviews, request.identity, scope=ws.name, cache=services.redis) \
+            if plan.operator_hints else _no()
+        live, allowed = await asyncio.gather(
+            investigate_in(reader, ws, now=now, plan=plan, seen=services.redis, mlflow_auth=mlflow), hints,
+            return_exceptions=True)
+        if isinstance(live, BaseException):
+            raise live
+        if isinstance(allowed, BaseException):
+            log.warning("operator access review raised, hiding hints: %r", allowed)
+            allowed = False
+        may_validate = validation and wants_validation(live) and \
+            await may_create_validation_pods(reviews, settings.validation_namespace)
+    return CardReads(live, bool(allowed), may_validate)
 
 
 def run_status(services: Services, request: StatusRequest, *, job: Job | None,
                now: datetime) -> StatusOutcome:
     """Post the parent, diagnose under the user's identity, post the card in the thread."""
     parent_ts = ensure_parent(services, request, job)
-    live, operator_ok = services.run(diagnose_for_card(services, request, now))
-    diagnosis = live.diagnosis
+    plan = status_plan(services.settings, request.command)
+    reads = services.run(diagnose_for_card(services, request, now, plan, validation=parent_ts is not None))
+    live, diagnosis = reads.live, reads.live.diagnosis
     offer = offer_escalation(services, live, channel=request.channel, thread_ts=parent_ts,
                              requested_by=request.user, now=now)
-    validate = offer_node_validation(services, live, identity=request.identity, channel=request.channel,
+    validate = offer_node_validation(services, live, may_create=reads.may_validate, channel=request.channel,
                                      thread_ts=parent_ts, now=now)
     context = build_phase_card(
-        diagnosis, workspace=live.workspace, operator_hints_allowed=operator_ok,
+        diagnosis, workspace=live.workspace, operator_hints_allowed=reads.operator_hints,
         run_profile=request.command.run_profile, diagnosed_at=now, requests=live.requests,
         profile=live.profile, escalate_button=offer.button if offer else None,
         validate_button=validate.button if validate else None,
@@ -278,7 +293,7 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
     )
     gap = handoff_gap(services, live) if offer is None else None
     if gap is not None:
-        context = context.model_copy(update={"notes": [gap, *context.notes]})  # the card's own notes
+        context = context.with_note_first(gap)
     posted = deliver(services, request, parent_ts, context, job)
     if offer is not None and posted is not None:
         offer.attach(posted.ts)
@@ -313,5 +328,5 @@ def run_workspace(services: Services, request: WorkspaceRequest, *, job: Job | N
             "layer": report.layer}
 
 
-__all__ = ["SlackUnavailable", "StatusOutcome", "deliver", "diagnose_for_card", "ensure_parent",
+__all__ = ["CardReads", "SlackUnavailable", "StatusOutcome", "deliver", "diagnose_for_card", "ensure_parent",
            "parent_text", "recorded_parent", "run_status", "run_workspace"]

@@ -19,9 +19,11 @@ import time
 
 import redis
 
+from workers.records import keys
+
 from .stalls import key_digest
 
-KEY = "taubot:monitor:lease"
+KEY = keys.MONITOR_LEASE
 _RENEW = """if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end"""
 _RELEASE = """if redis.call('GET', KEYS[1]) == ARGV[1] then

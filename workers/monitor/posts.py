@@ -355,8 +355,8 @@ def _rows(members: dict[str, dict[str, str]]) -> list[tuple[str, str, str]]:
 def _group_edit(label: str, members: dict[str, dict[str, str]]) -> Callable[[Any], Any]:
     """The group card's members, header and notification text, for an edit."""
     card = build_group_card(label, _rows(members))
-    return lambda old: old.model_copy(update={"runs": card.runs, "header": card.header, "intro": card.intro,
-                                              "fallback": card.fallback})
+    return lambda old: old.replace(runs=card.runs, header=card.header, intro=card.intro,
+                                   fallback=card.fallback)
 
 
 def live_group(services: Services, ws: str, group: str) -> bool:
@@ -461,7 +461,7 @@ def leave_group(services: Services, ws: str, uid: str, why: str, at: str) -> boo
         return True
     resolved = {"runs": "_no run is stalled any more_", "fallback": escape(f"Resolved: {record.label}", 500)}
     _edit(services, record.channel, record.ts, lambda old: _closed(
-        old.model_copy(update=resolved), f"✅ *Resolved* at {at}: every run recovered."))
+        old.replace(**resolved), f"✅ *Resolved* at {at}: every run recovered."))
     said = _reply(services, ws, f"group:{digest}", record,
                   f"✅ {code(run, 80)} {why} at {at}: the group is resolved.", "resolved")
     if said is None:

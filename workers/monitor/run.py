@@ -42,6 +42,7 @@ from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.progress_checks import main_started
 from workers.kube.reader import KubeReader
 from workers.plumbing import metrics
+from workers.records import keys
 from workers.records.stalls import muted
 from workers.services import Services
 from workers.surfaces.base import Failed, Sent, Surface
@@ -62,7 +63,7 @@ from .posts import (
 from .stalls import Thresholds, classify
 
 log = logging.getLogger(__name__)
-CHECKED = "taubot:monitor:log-checked:"
+CHECKED = keys.MONITOR_LOG_CHECKED
 REDIS_RETRY_SECONDS = 2.0
 PACE_WAIT_SECONDS = 30.0  # a new message waits at most this long for its channel's slot
 SYNC_WAIT_SECONDS = 10.0  # before a sweep, how long to wait for namespaces still being LISTed

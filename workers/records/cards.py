@@ -28,6 +28,7 @@ import hashlib
 import logging
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from workers.contracts.ids import DETAILS_ACTION
 from workers.contracts.signing import sign_id
+from workers.records import keys
 from workers.render.buttons import CardButton
 from workers.render.cards import (
     ErrorCardContext,
@@ -54,8 +56,8 @@ from workers.surfaces.base import Failed, Sent, Surface
 
 log = logging.getLogger(__name__)
 
-KEY_PREFIX = "taubot:card:"
-DETAILS_PREFIX = "taubot:details:"
+KEY_PREFIX = keys.CARD
+DETAILS_PREFIX = keys.DETAILS
 DETAILS_LABEL = "📋 Details"
 LOCK_TIMEOUT_SECONDS = 60
 LOCK_WAIT_SECONDS = 30
@@ -110,8 +112,7 @@ class DetailsRecord(BaseModel):
     thread_ts: str | None = None
 
 
-def card_key(channel: str, ts: str) -> str:
-    return f"{KEY_PREFIX}{channel}:{ts}"
+card_key = keys.card_key
 
 
 def details_button(key: bytes | None) -> tuple[CardButton | None, str | None]:
@@ -126,7 +127,7 @@ def _keep_details_button(old: BaseModel, new: BaseModel) -> BaseModel:
     """An edit keeps the card's *Details* button (a watch tick builds a fresh context without it)."""
     if (isinstance(old, PhaseCardContext) and isinstance(new, PhaseCardContext) and new.details is not None
             and new.details_button is None and old.details_button is not None):
-        return new.model_copy(update={"details_button": old.details_button})
+        return new.replace(details_button=old.details_button)
     return new
 
 
@@ -169,7 +170,7 @@ class CardStore:
         if (isinstance(context, PhaseCardContext) and context.details is not None
                 and context.details_button is None):
             button, details_id = details_button(self.key)
-            context = context.model_copy(update={"details_button": button})
+            context = context.replace(details_button=button)
         card = render(context)
         sent = self.surface.post(channel, card.text, card.blocks, thread_ts=thread_ts, metadata=metadata)
         if isinstance(sent, Failed):
@@ -189,41 +190,54 @@ class CardStore:
 
     def update_if_changed(self, channel: str, ts: str, change: Callable[[BaseModel], BaseModel], *,
                           max_wait: float = UPDATE_MAX_WAIT_SECONDS, reserve_within: float = 0.0,
-                          reserved: bool = False, deferred: list[Failed] | None = None) -> Outcome:
+                          reserved: bool = False) -> Edit:
         """Derive the card's next context from its stored one; send it only if it changed.
 
-        "deferred": the pace or a 429 said not now (the stored card is kept, so
-        the next attempt compares against what Slack really shows), and why is appended to
-        ``deferred`` (its ``retry_after``; error "reserved" when a slot within
-        ``reserve_within`` is now held for this card: send then with ``reserved``); "gone":
-        the message was deleted; "missing": the store does not know this card. ``max_wait=0``
-        never sleeps.
+        "deferred": the pace or a 429 said not now (the stored card is kept, so the next attempt
+        compares against what Slack really shows), with when to try again and whether a slot within
+        ``reserve_within`` is now held for this card (then send at that time with ``reserved``);
+        "gone": the message was deleted; "missing": the store does not know this card.
+        ``max_wait=0`` never sleeps.
         """
         with self.lock(channel, ts):
             card = self.load(channel, ts)
             if card is None:
-                return "missing"
+                return Edit("missing")
             old = card.model()
             new = _keep_details_button(old, change(old))
             digest = context_hash(new)
             if digest == card.hash:
-                return "unchanged"
+                return Edit("unchanged")
             rendered = render(new)
             sent = self.surface.update(channel, ts, rendered.text, rendered.blocks, max_wait=max_wait,
                                        reserve_within=reserve_within, reserved=reserved)
             if isinstance(sent, Failed):
                 if sent.kind == "gone":
-                    return "gone"
+                    return Edit("gone")
                 if sent.kind == "deferred":
-                    if deferred is not None:
-                        deferred.append(sent)
-                    return "deferred"
+                    return Edit("deferred", retry_after=sent.retry_after,
+                                slot_reserved=sent.error == "reserved")
                 raise RuntimeError(f"chat.update failed: {sent.error or sent.kind}")
             assert isinstance(sent, Sent)
             self._save(card.model_copy(update={"context": new.model_dump(mode="json"), "hash": digest,
                                                "updates": card.updates + 1}))
-            return "updated"
+            return Edit("updated")
 
 
-__all__ = ["DETAILS_LABEL", "CardStore", "DetailsRecord", "PostedCard", "card_key", "context_hash",
+@dataclass(frozen=True)
+class Edit:
+    """What `update_if_changed` did: ``outcome``, and for "deferred" when to try again and whether
+    the pace now holds a slot for this card (`surfaces/pacing.py`: send then with ``reserved``)."""
+
+    outcome: Outcome
+    retry_after: float | None = None
+    slot_reserved: bool = False
+
+    @property
+    def shown(self) -> bool:
+        """The card in Slack now shows the new context (sent, or it already did)."""
+        return self.outcome in ("updated", "unchanged")
+
+
+__all__ = ["DETAILS_LABEL", "CardStore", "Edit", "DetailsRecord", "PostedCard", "card_key", "context_hash",
            "details_button", "render"]

@@ -29,6 +29,7 @@ from workers.contracts.signing import sign_id
 from workers.diagnosis.linkage import SUBMITTED_BY_ANNOTATION
 from workers.diagnosis.models import Diagnosis, Owner
 from workers.outside.text import Outside
+from workers.records import keys
 from workers.render.buttons import CardButton, EscalatedNote
 
 
@@ -56,8 +57,8 @@ class Services(Protocol):
 
 log = logging.getLogger(__name__)
 
-RECORD_PREFIX = "taubot:diagnosis:"
-CLAIM_PREFIX = "taubot:escalated:"
+RECORD_PREFIX = keys.DIAGNOSIS
+CLAIM_PREFIX = keys.ESCALATED
 
 
 # ------------------------------------------------------------------ records

@@ -15,7 +15,9 @@ import json
 import redis
 from pydantic import BaseModel, Field
 
-PREFIX = "taubot:monitor:"
+from workers.records import keys
+
+PREFIX = keys.MONITOR
 RECORD_TTL = 24 * 3600  # after the run was last seen
 EVENT_TYPE = "taubot_stall"  # Slack message metadata of every auto-post
 
@@ -51,30 +53,22 @@ class MuteRecord(BaseModel):
     ts: str
 
 
-def record_key(ws: str, uid: str) -> str:
-    return f"{PREFIX}rec:{ws}:{uid}"
+record_key = keys.stall_record_key
 
 
-def group_key(ws: str, digest: str) -> str:
-    return f"{PREFIX}group:{ws}:{digest}"
+group_key = keys.stall_group_key
 
 
-def posted_set(ws: str) -> str:
-    """The uids of a workspace's runs with a record (pruned as records expire)."""
-    return f"{PREFIX}posted:{ws}"
+posted_set = keys.stall_posted_key  # the uids of a workspace's runs with a record (pruned as records expire)
 
 
-def claim_key(ws: str, ident: str) -> str:
-    """A post in flight: set before the post, deleted once its record is saved."""
-    return f"{PREFIX}claim:{ws}:{ident}"
+claim_key = keys.stall_claim_key  # a post in flight: set before the post, deleted once its record is saved
 
 
-def mute_key(ws: str, ns: str, run: str) -> str:
-    return f"{PREFIX}mute:{ws}:{ns}:{run}"
+mute_key = keys.mute_key
 
 
-def mute_record_key(record_id: str) -> str:
-    return f"{PREFIX}mute-record:{record_id}"
+mute_record_key = keys.mute_record_key
 
 
 def load(conn: redis.Redis, key: str) -> PostRecord | None:

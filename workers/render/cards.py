@@ -43,7 +43,7 @@ from workers.render.profile import profile_lines
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton
 from .mrkdwn import clip, code, code_block, escape, plain, slack_len, truncate
-from .slots import CHARTS_BLOCK_ID, AutoPostFooter, EscalationSlot, MuteSlot, SlottedCard
+from .slots import CHARTS_BLOCK_ID, AutoPostFooter, CardPatch, EscalationSlot, MuteSlot, SlottedCard
 
 
 def _templates_dir() -> Path:
@@ -137,11 +137,13 @@ class PhaseCardContext(SlottedCard):
     validate_button: CardButton | None = None  # issue 14: a layer-6 answer's *Validate these nodes*
     fallback: str
 
+    def with_note_first(self, note: str) -> PhaseCardContext:
+        """The card with ``note`` (taubot's own words) before its other notes."""
+        return self.replace(notes=[note, *self.notes])
 
-class ErrorCardContext(BaseModel):
+
+class ErrorCardContext(CardPatch):
     """What `error_card.json.j2` shows."""
-
-    model_config = ConfigDict(frozen=True)
 
     header: str
     what: str
@@ -151,10 +153,8 @@ class ErrorCardContext(BaseModel):
     fallback: str
 
 
-class WorkspaceCardContext(BaseModel):
+class WorkspaceCardContext(CardPatch):
     """What `workspace_card.json.j2` shows."""
-
-    model_config = ConfigDict(frozen=True)
 
     header: str
     summary: str
@@ -653,7 +653,7 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
     # The outlook with every evidence line, or not at all: the evidence comes first. A queue line
     # that does not fit whole is tried as its first fact alone (the position; the rest is in *Details*).
     for outlook in _outlooks(context.queue_line):
-        queued = context.model_copy(update={"tree": f"{context.tree}\n{outlook}"})
+        queued = context.replace(tree=f"{context.tree}\n{outlook}")
         evidence = _evidence_text(lines, len(lines), total)
         blocks = render_template("phase_card.json.j2", queued, evidence=evidence)
         chars, count = screen_size(blocks)
@@ -666,10 +666,10 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
     # Still too long without evidence (long cluster text and every footer at once): shorten each
     # line of the card's own text, step by step; the whole of it is in *Details*.
     for limit in SHORTEN_STEPS:
-        shorter = context.model_copy(update={
-            "meta": clip(context.meta, limit), "unreachable": clip(context.unreachable, limit),
-            "tree": _clip_lines(context.tree, limit), "handoff": _clip_lines(context.handoff, limit),
-            "notes": [clip(n, limit) for n in context.notes]})
+        shorter = context.replace(
+            meta=clip(context.meta, limit), unreachable=clip(context.unreachable, limit),
+            tree=_clip_lines(context.tree, limit), handoff=_clip_lines(context.handoff, limit),
+            notes=[clip(n, limit) for n in context.notes])
         blocks = render_template("phase_card.json.j2", shorter, evidence="")
         if _fits(blocks):
             break

@@ -120,7 +120,22 @@ SLOT_FIELDS: dict[type[BaseModel], str] = {
 VOLATILE: dict[str, Any] = {"watch": {"updated"}}
 
 
-class SlottedCard(BaseModel):
+class CardPatch(BaseModel):
+    """A card context that is edited by name: `replace` refuses a field the card does not have.
+
+    pydantic's `model_copy(update=…)` takes any key and keeps a misspelt one silently (the card
+    then shows the old text); every edit of a card goes through `replace` instead."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def replace(self, **fields: Any) -> Self:
+        unknown = set(fields) - set(type(self).model_fields)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {', '.join(sorted(unknown))}")
+        return self.model_copy(update=fields)
+
+
+class SlottedCard(CardPatch):
     """Base of the cards that carry slots; a card without a slot's feature shows nothing of it."""
 
     model_config = ConfigDict(frozen=True)
@@ -138,8 +153,9 @@ class SlottedCard(BaseModel):
             raise TypeError(f"{type(slot).__name__} is not a {field} slot")
         if slot is None and field in ("escalation", "mute"):
             slot = EscalationSlot() if field == "escalation" else MuteSlot()
-        return self.model_copy(update={field: slot})
+        return self.replace(**{field: slot})
 
 
-__all__ = ["CHARTS_BLOCK_ID", "VOLATILE", "AutoPostFooter", "ChartLink", "ChartsSlot", "EscalationSlot",
+__all__ = ["CHARTS_BLOCK_ID", "VOLATILE", "AutoPostFooter", "CardPatch", "ChartLink", "ChartsSlot",
+           "EscalationSlot",
            "MuteNote", "MuteSlot", "Slot", "SlottedCard", "WatchFooter"]

@@ -24,10 +24,11 @@ from typing import Protocol
 
 from workers.diagnosis.models import LogEvidence
 from workers.plumbing.metrics import UNTRUSTED_DROPPED
+from workers.records import keys
 
 log = logging.getLogger(__name__)
 
-KEY = "taubot:log-seen:"
+KEY = keys.LOG_SEEN
 TTL_SECONDS = 2 * 24 * 3600
 TAIL = 20  # lines digested: a hung process's log keeps exactly these
 

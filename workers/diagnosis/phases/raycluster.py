@@ -10,26 +10,17 @@ is `ContainersNotReady` (kuberay utils/util.go, reference/kuberay-status.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .. import registry
 from ..linkage import meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import condition
-from . import container_start, dra, image_pull, init_containers, ready, scheduling
+from . import image_pull
 from .common import RunContext, clip, result
+from .pods import POD_PHASE_MODULES
 
 NAME = registry.RAYCLUSTER.name
 LAYER = registry.RAYCLUSTER.layer
 
-POD_PHASES: tuple[Callable[[RunContext, list[dict]], PhaseResult], ...] = (
-    scheduling.evaluate_pods,
-    dra.evaluate_pods,
-    image_pull.evaluate_pods,
-    init_containers.evaluate_pods,
-    container_start.evaluate_pods,
-    ready.evaluate_pods,
-)
 
 HEALTHY = Finding(reason="raycluster.ok",
                   owner="node-pool-owner", transient=False, next_action="RayCluster is ready.")
@@ -95,8 +86,8 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
         return result(NAME, LAYER, PhaseState.WARNING, f"{name}: ReplicaFailure {msg}",
                       REPLICA_FAILURE, [f"RayCluster {name}: ReplicaFailure={msg}"])
     ray_pods = [p for p in objs.pods if objs.is_ray_pod(p)]
-    for evaluate_pods in POD_PHASES:
-        phase = evaluate_pods(ctx, ray_pods) if ray_pods else None
+    for module in POD_PHASE_MODULES:
+        phase = module.evaluate_pods(ctx, ray_pods) if ray_pods else None
         if phase is not None and phase.state is PhaseState.WARNING:
             return result(NAME, LAYER, PhaseState.WARNING,
                           f"{name} not ready: {phase.name}: {phase.summary}", phase.finding,
