@@ -65,6 +65,9 @@ class DemoRun:
     # Nodes for the run's GPU pods, in order (empty: the example's): one run's pods per node, so
     # each GPU on a node is attributed to one pod, as dcgm-exporter does.
     nodes: tuple[str, ...] = ()
+    # Other objects of the example the demo serves too (by name): a preemptor's Job and Workload,
+    # which the user may read, so the card can name what took the run's place.
+    also: tuple[str, ...] = ()
 
 
 RUNS: tuple[DemoRun, ...] = (
@@ -72,6 +75,8 @@ RUNS: tuple[DemoRun, ...] = (
             "l4-job-waiting-for-quota", "llama-ft-7b"),
     DemoRun("ray-pretrain-huge", 4, "asks for more GPUs than the queue can ever grant",
             "l4-rayjob-exceeds-max-quota", "ray-pretrain-13b"),
+    DemoRun("ray-sweep-preempted", 4, "preempted by a higher-priority run (which it names), requeued",
+            "l4-rayjob-preempted", "ray-sweep-lr", also=("urgent-eval", "job-urgent-eval-")),
     DemoRun("llama-ft-nogpu", 5, "admitted, but no node has a free GPU",
             "l5-job-unschedulable-gpu", "llama-ft-7b"),
     DemoRun("vit-pretrain", 5, "image pull unauthorized", "l5-job-imagepull-unauthorized", "vit-pretrain"),
@@ -110,7 +115,7 @@ def _gpu_pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_objects(example: str, example_run: str, name: str,
-                nodes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+                nodes: tuple[str, ...] = (), also: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The example's run and the objects linked to it (with its events), renamed to ``name``.
 
     Uids are renamed too: examples built from one fixture share them, and Kueue links a
@@ -124,6 +129,8 @@ def run_objects(example: str, example_run: str, name: str,
     linked = find_run(objects, name, NAMESPACE)
     keep = [o for o in (linked.run, linked.raycluster, linked.submitter_job) if o is not None]
     keep += linked.workloads + linked.pods + list(linked.claims.values())
+    keep += [o for o in objects if o.get("kind") in ("Job", "Workload")
+             and any((meta(o).get("name") or "").startswith(prefix) for prefix in also)]
     names = {meta(o).get("name") for o in keep}
     for obj in objects:
         if obj.get("kind") == "Event":
@@ -235,7 +242,7 @@ def demo_cluster() -> Iterator[DemoCluster]:
     """The demo cluster served on a loopback port for as long as the block runs."""
     objects = platform_objects()
     for run in RUNS:
-        objects += run_objects(run.example, run.example_run, run.name, run.nodes)
+        objects += run_objects(run.example, run.example_run, run.name, run.nodes, run.also)
     with tempfile.TemporaryDirectory(prefix="taubot-demo-") as tmp, running_emulator(objects) as emu, \
             running_mlflow() as mlflow:
         emu.kubelet_log_states = True  # a container that never started says why, as the kubelet does

@@ -155,6 +155,10 @@ SUPPORTED_FIELDS: dict[tuple[str, str], frozenset[str]] = {
     ("events.k8s.io", "events"): _EVENT_NEW_FIELDS,
     ("", "nodes"): frozenset({"spec.unschedulable"}),
     ("batch", "jobs"): frozenset({"status.successful"}),
+    # Kueue's Workload CRD declares one selectable field (`+kubebuilder:selectablefield:JSONPath=
+    # .status.admission.clusterQueue`, apis/kueue/v1beta2/workload_types.go): the Workloads holding
+    # a ClusterQueue's quota, listed by the API server itself.
+    ("kueue.x-k8s.io", "workloads"): frozenset({"status.admission.clusterQueue"}),
 }
 
 DEFAULT_WATCH_TIMEOUT = 5.0
