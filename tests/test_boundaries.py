@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,43 @@ def test_only_the_job_layer_imports_the_flows() -> None:
     table and the CLI that runs jobs in process reach into `workers.flows`."""
     importers = sorted(a for a, targets in _package_edges().items() if "workers.flows" in targets)
     assert importers == ["workers.cli", "workers.jobs"]
+
+
+def _imported_by(room: str) -> set[str]:
+    """The packages a room's modules import (its own left out)."""
+    return _package_edges().get(room, set())
+
+
+def test_the_plumbing_imports_no_flow_and_nothing_above_it() -> None:
+    """Issue 39: the process's plumbing (clock, loop, job queue, timed jobs, conditional writes,
+    metrics, health, GC) is the ground floor: it needs only the contracts."""
+    assert _imported_by("workers.plumbing") <= {"workers.contracts"}
+
+
+def test_records_import_no_collect_layer_and_no_flow() -> None:
+    """Issue 39: a record in Redis names the shapes it stores; it never reaches into the reads
+    (workers.collect) or the flows that write it."""
+    assert not _imported_by("workers.records") & {"workers.collect", "workers.flows", "workers.monitor",
+                                                  "workers.services", "workers.jobs"}
+
+
+def test_only_the_composition_stays_at_the_root_of_workers() -> None:
+    """Issue 39: every module of workers/ lives in a room named for its purpose, but the three
+    that put the process together."""
+    loose = sorted(p.stem for p in (REPO / "workers").glob("*.py") if p.stem != "__init__")
+    assert loose == ["jobs", "rq_worker", "services"]
+
+
+def test_every_redis_key_family_of_the_records_is_spelled_in_one_module() -> None:
+    """Issue 39: a `taubot:` key prefix is written as a string literal only in
+    workers/records/keys.py (the plumbing's own timed-job and pace sets live with their mechanism)."""
+    mechanisms = {REPO / "workers" / "plumbing" / "timed_jobs.py", REPO / "workers" / "surfaces" / "pacing.py"}
+    spelled = []
+    for path in sorted((REPO / "workers").rglob("*.py")) + sorted((REPO / "bot").rglob("*.py")):
+        if path == REPO / "workers" / "records" / "keys.py" or path in mechanisms:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and re.match(r"taubot:[a-z-]+(:|$)", node.value):
+                spelled.append(f"{path.relative_to(REPO)}: {node.value!r}")
+    assert spelled == []

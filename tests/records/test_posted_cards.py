@@ -16,6 +16,7 @@ from slack_sdk import WebClient
 
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.live.conftest import write_descriptor
+from tests.slack.conftest import EXAMPLE_NOW, example_objects
 from workers.diagnosis.evaluate import evaluate
 from workers.records.cards import CardStore, PostedCard
 from workers.render.buttons import EscalatedNote
@@ -23,8 +24,6 @@ from workers.render.cards import build_phase_card
 from workers.render.slots import EscalationSlot
 from workers.services import DescriptorSource
 from workers.surfaces.slack import SlackSurface
-
-from .slack.conftest import EXAMPLE_NOW, example_objects
 
 TOKEN = "xoxb-cards"
 CHANNEL = "C012VISION"

@@ -18,6 +18,7 @@ import pytest
 
 from tests.fixtures import k8s
 from tests.fixtures.secrets import CORPUS, Planted, found_anywhere
+from tests.slack.conftest import example_objects
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import LogEvidence
 from workers.flows.escalation import render_handoff
@@ -30,9 +31,7 @@ from workers.render.cards import (
     render_phase_card,
 )
 
-from .slack.conftest import example_objects
-
-EXAMPLES = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "workers" / "examples").glob("*.json"))
+EXAMPLES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "workers" / "examples").glob("*.json"))
 NOW = k8s.T0 + timedelta(minutes=30)
 # One secret of each kind of hiding: as printed, behind a colour code, with a zero-width
 # character, in a termination message with a line break inside the token.

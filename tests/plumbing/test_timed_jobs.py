@@ -28,7 +28,7 @@ from workers.plumbing.timed_jobs import (
 JOB = "workers.jobs.watch_tick"
 # The stand-ins for `watch_tick` below, allowed on the movers that run them (the default allow-list
 # is taubot's own timed jobs only).
-TEST_JOBS = TIMED_JOBS | {"tests.test_ticks.rendezvous", "tests.test_ticks.hold", "tests.test_ticks.boom"}
+TEST_JOBS = TIMED_JOBS | {"tests.plumbing.test_timed_jobs.rendezvous", "tests.plumbing.test_timed_jobs.hold", "tests.plumbing.test_timed_jobs.boom"}
 
 
 @pytest.fixture
@@ -177,7 +177,7 @@ def test_a_mover_with_threads_runs_due_ticks_at_the_same_time_and_then_drops_the
     of one waiting for the other (they meet, which one thread could never let them do)."""
     now = time.time()
     for me, other in (("a", "b"), ("b", "a")):
-        _due(queue, "tests.test_ticks.rendezvous", redis_url, me, other, job_id=f"t-{me}", at=now)
+        _due(queue, "tests.plumbing.test_timed_jobs.rendezvous", redis_url, me, other, job_id=f"t-{me}", at=now)
     mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2, jobs=TEST_JOBS)
     assert mover.move_due() == 2
     mover.stop()  # waits for the running ticks
@@ -189,7 +189,7 @@ def test_a_mover_with_threads_runs_due_ticks_at_the_same_time_and_then_drops_the
 def test_a_mover_claims_only_as_many_ticks_as_it_has_free_threads(queue: Queue, redis_url: str) -> None:
     now = time.time()
     for me in ("a", "b"):
-        _due(queue, "tests.test_ticks.hold", redis_url, me, job_id=f"h-{me}", at=now)
+        _due(queue, "tests.plumbing.test_timed_jobs.hold", redis_url, me, job_id=f"h-{me}", at=now)
     mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=1, jobs=TEST_JOBS)
     assert mover.move_due() == 1 and mover.move_due() == 0  # its one thread is busy
     assert queue.connection.zcard(due_key(queue.name)) == 1  # the other stays due, for anyone free
@@ -205,7 +205,7 @@ def test_a_mover_claims_only_as_many_ticks_as_it_has_free_threads(queue: Queue, 
 def test_a_tick_that_raises_on_a_movers_thread_is_handed_to_rq(queue: Queue) -> None:
     """rq's retries and the watch's failure callback then apply as to any tick."""
     now = time.time()
-    _due(queue, "tests.test_ticks.boom", job_id="x-t1", at=now)
+    _due(queue, "tests.plumbing.test_timed_jobs.boom", job_id="x-t1", at=now)
     mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2, jobs=TEST_JOBS)
     assert mover.move_due() == 1
     mover.stop()
@@ -219,7 +219,7 @@ def test_a_mover_with_threads_claims_what_falls_due_soon_at_once_and_starts_each
     now = time.time()
     clock = [now]
     for me, at in (("a", now + AHEAD_SECONDS / 2), ("b", now + AHEAD_SECONDS / 4), ("c", now + 5)):
-        _due(queue, "tests.test_ticks.hold", redis_url, me, job_id=f"s-{me}", at=at)
+        _due(queue, "tests.plumbing.test_timed_jobs.hold", redis_url, me, job_id=f"s-{me}", at=at)
         queue.connection.rpush(f"ticks-test:go:{me}", 1)
     mover = TickMover(queue.connection, queue, now=lambda: clock[0], threads=4, jobs=TEST_JOBS)
     assert mover.move_due() == 2 and queue.connection.zcard(due_key(queue.name)) == 1
