@@ -67,6 +67,8 @@ class Preemption(BaseModel):
     preemptor: Outside | None = Field(default=None, description="namespace/name of the preemptor Workload, "
                                       "only when the user could read it")
     preemptor_job: Outside | None = Field(default=None, description="kind/name of its job, from that read")
+    preemptor_unavailable: Outside | None = Field(default=None, description="why the preemptor is not named "
+                                                  "when a live read of it failed (permission denied, …)")
     preemptor_uid: Outside | None = Field(default=None, description="the Workload UID in the message "
                                           "(`UNKNOWN` when Kueue did not know it)")
     preemptor_job_uid: Outside | None = None

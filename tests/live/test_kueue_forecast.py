@@ -1,0 +1,174 @@
+"""Kueue's whole answer, read live (issue 35): the preemptor and the holders of a ClusterQueue's quota,
+each read under the user's impersonation through the emulator over real HTTP.
+
+Shapes: the preemption message, event and conditions as pkg/scheduler/preemption/preemption.go
+writes them; `spec.maximumExecutionTimeSeconds` and the Workload CRD's selectable field
+`status.admission.clusterQueue` as apis/kueue/v1beta2/workload_types.go declares them (see
+docs/reference/kueue-verified.md). A team's RBAC is the emulator's `forbid(..., cluster_scope=True)`:
+its own namespace yes, the cluster-wide list no.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from tests.fakes.kube_api import KubeEmulator
+from tests.fixtures import k8s
+from workers.collect.investigate import diagnose_live
+from workers.collect.kueue import position_from, read_queue
+from workers.collect.kueue_forecast import read_holders, read_preemption, with_estimate, with_preemptor
+from workers.config.workspaces import load_descriptors
+from workers.kube.client import Identity, KubeClients
+from workers.kube.reader import KubeReader
+from workers.render.forecast import queue_position_text
+
+from .conftest import write_descriptor
+
+NOW = k8s.T0 + timedelta(minutes=30)
+ALICE = Identity(user="alice@example.com", groups=("team-vision", "gpu-users"))
+CQ = "h100-shared"
+PHASE = "Kueue admission"
+
+
+def preempted_cluster() -> list[dict]:
+    """train (priority 100, team-vision) preempted by urgent-eval (priority 1000, namespace research)."""
+    j = k8s.job("train", suspend=True)
+    wl = k8s.workload(j, state="preempted", cluster_queue=CQ, flavor="h100", priority=100)
+    urgent = k8s.job("urgent-eval", ns="research", queue="research")
+    pre = k8s.workload(urgent, cluster_queue=CQ, flavor="h100", priority=1000)
+    text = (f"Preempted to accommodate a workload (UID: {pre['metadata']['uid']}, JobUID: "
+            f"{urgent['metadata']['uid']}) due to prioritization in the ClusterQueue; preemptor path: "
+            f"/{CQ}; preemptee path: /{CQ}")
+    for c in wl["status"]["conditions"]:
+        if c["type"] in ("Evicted", "Preempted", "Requeued"):
+            c["message"] = text
+        if c["type"] == "QuotaReserved":
+            c["reason"] = "WaitingForQuota"
+    event = k8s.event_v1_events(wl, "Preempted", text + "; preemptor effective priority: 1000 (base: 1000, "
+                                "boost: 0); preemptee effective priority: 100 (base: 100, boost: 0)",
+                                type="Normal", first=600, reporting_controller="kueue-admission")
+    return [k8s.tau_workspace("vision"), k8s.pvc(), k8s.local_queue("team-a", cluster_queue=CQ),
+            k8s.local_queue("research", ns="research", cluster_queue=CQ),
+            k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=16, flavor="h100"), j, wl, urgent, pre, event]
+
+
+async def _reader_session(tmp_path: Path, emu: KubeEmulator):
+    write_descriptor(tmp_path, emu.base_url)
+    registry = load_descriptors(tmp_path)
+    report = await diagnose_live(registry, run="train", identity=ALICE, now=NOW, workspace="vision")
+    resolution = registry.resolve(workspace="vision", channel=None)
+    api = await KubeClients().user(resolution.descriptor.cluster_target(), ALICE)
+    return report, api
+
+
+def _impersonated(requests) -> None:
+    for req in requests:
+        assert req.headers.getall("Impersonate-User") == [ALICE.user], req.path
+        assert req.headers.getall("Impersonate-Group") == list(ALICE.groups), req.path
+
+
+async def preemptor_answer(tmp_path: Path, setup=None):
+    async with KubeEmulator(preempted_cluster(), latency=0.05) as emu:
+        if setup:
+            setup(emu)
+        report, api = await _reader_session(tmp_path, emu)
+        before = len(emu.requests)
+        async with api:
+            workloads, events = await read_preemption(KubeReader(api, 10), report.linked_objects)
+        d = with_preemptor(report.diagnosis, report.linked_objects, workloads, events)
+        return report, d, emu.requests[before:]
+
+
+async def test_the_preemptor_is_named_when_the_users_read_finds_it(tmp_path: Path) -> None:
+    report, d, requests = await preemptor_answer(tmp_path)
+    # Before the read: only the condition (no priorities of the preemptor), not named.
+    before = report.diagnosis.phase(PHASE).preemption
+    assert before is not None and before.preemptor is None and before.preemptor_priority is None
+    pre = d.phase(PHASE).preemption
+    assert pre is not None
+    wl_name = k8s.workload_name(k8s.job("urgent-eval", ns="research"))
+    assert pre.preemptor == f"research/{wl_name}" and pre.preemptor_job == "Job/urgent-eval"
+    assert (pre.preemptor_priority, pre.preemptee_priority, pre.source) == (1000, 100, "event")
+    assert f"preempted by research/{wl_name} (Job/urgent-eval) in /{CQ}, priority 1000 over yours 100" \
+        in d.phase(PHASE).summary
+    # Two requests, sent together: the Workloads by the job's uid, the Workload's events.
+    assert len(requests) == 2 and len({r.round for r in requests}) == 1
+    _impersonated(requests)
+
+
+async def test_a_denied_read_of_the_preemptor_says_unavailable_and_why(tmp_path: Path) -> None:
+    _, d, requests = await preemptor_answer(
+        tmp_path, lambda emu: emu.forbid("list", "workloads", user=ALICE.user, cluster_scope=True))
+    pre = d.phase(PHASE).preemption
+    assert pre is not None and pre.preemptor is None
+    assert pre.preemptor_unavailable == "permission denied (list workloads in all namespaces)"
+    assert pre.preemptor_priority == 1000  # the event still gives the priorities
+    assert f"preempted by a workload in /{CQ}, priority 1000 over yours 100" in d.phase(PHASE).summary
+    assert "urgent-eval" not in d.phase(PHASE).summary
+    _impersonated(requests)
+
+
+# ----------------------------------------------------------------------- the holders
+
+
+def waiting_cluster() -> list[dict]:
+    """train (8 GPUs) waits in h100-shared (16 GPUs, all held): llama-a of team-vision holds 8 until
+    its 2 h limit; bert of team-nlp holds 8 until its 1 h limit."""
+    j = k8s.job("train", suspend=True, gpus=8, at=30)
+    wl = k8s.workload(j, state="waiting_for_quota", cluster_queue=CQ, flavor="h100", at=30)
+    holders = []
+    for name, ns, queue, limit in (("llama-a", k8s.NS, "team-a", 2 * 3600), ("bert", "team-nlp", "nlp", 3600)):
+        job = k8s.job(name, ns=ns, queue=queue, gpus=8, at=-600)
+        hw = k8s.workload(job, cluster_queue=CQ, flavor="h100", at=-600)
+        hw["spec"]["maximumExecutionTimeSeconds"] = limit
+        holders += [job, hw]
+    return [k8s.tau_workspace("vision"), k8s.pvc(), k8s.local_queue("team-a", cluster_queue=CQ),
+            k8s.local_queue("nlp", ns="team-nlp", cluster_queue=CQ),
+            k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=16, flavor="h100"), j, wl, *holders]
+
+
+async def estimate_answer(tmp_path: Path, setup=None):
+    async with KubeEmulator(waiting_cluster(), latency=0.05) as emu:
+        if setup:
+            setup(emu)
+        report, api = await _reader_session(tmp_path, emu)
+        objs = report.linked_objects
+        async with api:
+            reader = KubeReader(api, 10)
+            read = await read_queue(reader, k8s.NS, "team-a", run_uid=objs.run["metadata"]["uid"])
+            before = len(emu.requests)
+            holders = await read_holders(reader, CQ)
+        extra = emu.requests[before:]
+        qp = position_from(read, run_uid=objs.run["metadata"]["uid"],
+                           workload_names={w["metadata"]["name"] for w in objs.workloads}, run_workloads=objs.workloads)
+        assert isinstance(read.cluster_queue_object, dict)
+        qp = with_estimate(qp, read.cluster_queue_object, run_workloads=objs.workloads,
+                           namespace_workloads=read.workloads if isinstance(read.workloads, list) else None,
+                           holders=holders, ahead=read.ahead, ahead_keys=[], now=NOW)
+        return qp, extra
+
+
+async def test_the_estimate_from_every_holder_of_the_cluster_queue(tmp_path: Path) -> None:
+    qp, extra = await estimate_answer(tmp_path)
+    est = qp.start_estimate
+    assert est is not None
+    # bert (team-nlp) was admitted at 09:50:02 with a 1 h limit: its 8 GPUs come back by 10:50:02.
+    assert est.latest == "2026-11-30T10:50:02Z" and est.earliest is None
+    assert "at the latest 10:50 UTC (the holders' time limits)" in queue_position_text(qp)
+    [req] = extra
+    assert req.query.get("fieldSelector") == f"status.admission.clusterQueue={CQ}"
+    _impersonated(extra)
+
+
+async def test_a_denied_cluster_wide_list_uses_the_namespace_and_says_what_it_missed(tmp_path: Path) -> None:
+    qp, extra = await estimate_answer(
+        tmp_path, lambda emu: emu.forbid("list", "workloads", user=ALICE.user, cluster_scope=True))
+    est = qp.start_estimate
+    assert est is not None
+    # Only llama-a (team-vision, 2 h) is known; the other 8 are held by what the user could not see.
+    assert est.latest is None
+    assert any(u.startswith("unavailable: permission denied (list workloads in all namespaces)")
+               for u in est.unknown)
+    assert any("8 nvidia.com/gpu of flavour h100 are held by Workloads you may not read" in u for u in est.unknown)
+    _impersonated(extra)

@@ -1,0 +1,157 @@
+"""The live reads behind Kueue's whole answer (issue 35): the holders of a ClusterQueue's quota and
+the preemptor of a preempted run, each under the user's impersonation (the caller's KubeReader).
+
+* **Holders** — `GET /apis/kueue.x-k8s.io/v1beta2/workloads?fieldSelector=status.admission.clusterQueue=<cq>`
+  (the Workload CRD's one selectable field, apis/kueue/v1beta2/workload_types.go): every Workload
+  that holds the ClusterQueue's quota, in any namespace. A team's RBAC usually allows its own
+  namespace only: a 403 leaves the namespace's Workloads (which a status lists anyway) and the
+  estimate says what it could not see, never a guess. One request; it goes with the
+  ClusterQueue's own reads, so it adds no round.
+* **Preemptor** — the Workload whose uid Kueue's message names, by its job's uid label
+  (`kueue.x-k8s.io/job-uid`, as the kueue-who-preempted skill looks it up) across namespaces, and
+  the `Preempted` event on the run's Workload (its priorities): two requests in one round. A
+  denied read keeps the preemptor unnamed and says why (`preemptor_unavailable`).
+
+The pure parts (the walk, the parsing) are the engine's (`workers.diagnosis.start_estimate`,
+`workers.diagnosis.preemption`); this module only reads and hands their answers over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import datetime
+
+from workers.diagnosis.linkage import Event, RunObjects, meta
+from workers.diagnosis.models import Diagnosis
+from workers.diagnosis.preemption import Preemption, preemption_of, preemption_text
+from workers.diagnosis.queue_position import QueuePosition, workload_key
+from workers.diagnosis.registry import ADMISSION
+from workers.diagnosis.start_estimate import (
+    Waiting,
+    build_pool,
+    estimate_text,
+    limit_seconds,
+    never_fits,
+    run_flavor,
+    start_estimate,
+    workload_request,
+)
+from workers.kube.reader import KubeReader, ReadError, resource_path
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+PAGE_SIZE = 500
+JOB_UID = "kueue.x-k8s.io/job-uid"
+
+
+async def read_holders(reader: KubeReader, cluster_queue: str) -> list[dict] | ReadError:
+    """The Workloads holding ``cluster_queue``'s quota, cluster-wide, as the user may list them."""
+    return await reader.list(resource_path(*KUEUE, "workloads"),
+                             field_selector=f"status.admission.clusterQueue={cluster_queue}", limit=PAGE_SIZE)
+
+
+def _holders_why(got: ReadError) -> str:
+    if got.kind == "forbidden":
+        return "permission denied (list workloads in all namespaces)"
+    return f"the ClusterQueue's Workloads: {got.describe()}"
+
+
+def with_estimate(qp: QueuePosition, cluster_queue: dict, *, run_workloads: list[dict],
+                  namespace_workloads: list[dict] | None, holders: list[dict] | ReadError | None,
+                  ahead: Mapping[tuple[str, str], dict | None] | None, ahead_keys: list[tuple[str, str]],
+                  now: datetime, etas: Mapping[str, datetime] | None = None) -> QueuePosition:
+    """``qp`` with `start_estimate` and `never_fits` from what the user read: the ClusterQueue, the
+    Workloads holding its quota (cluster-wide when allowed, else the namespace's), and those ahead
+    (``ahead_keys`` in Kueue's order; ``ahead`` the ones read, None for one not readable)."""
+    picked = run_flavor(cluster_queue, run_workloads)
+    if picked is None or qp.unavailable:
+        return qp
+    flavor, resource = picked
+    seen: dict[tuple[str, str], dict] = {}
+    for w in [*(namespace_workloads or []), *(holders if isinstance(holders, list) else [])]:
+        seen[workload_key(w)] = w
+    pool = build_pool(cluster_queue, flavor, resource, cohort_queues=[cluster_queue],
+                      admitted=list(seen.values()), etas=etas or {})
+    cant = never_fits(run_workloads, pool, [])
+    if cant is not None:
+        return qp.model_copy(update={"never_fits": cant[0], "never_fits_owner": cant[1],
+                                     "start_time": f"never: it can never fit ({cant[0]})"})
+    if pool is None:
+        return qp
+    queued: list[Waiting] = []
+    for key in ahead_keys:
+        wl = (ahead or {}).get(key) or seen.get(key)
+        queued.append(Waiting(f"{key[0]}/{key[1]}", workload_request(wl, resource) if wl else None,
+                              limit_seconds(wl) if wl else None, pool.cluster_queue))
+    est = start_estimate(pool, sum(workload_request(w, resource) for w in run_workloads), queued, now)
+    if isinstance(holders, ReadError):
+        est = est.model_copy(update={"unknown": [*est.unknown, f"unavailable: {_holders_why(holders)}; "
+                                                 "only your namespace's holders were read"]})
+    return qp.model_copy(update={"start_estimate": est, "start_time": estimate_text(est, now)})
+
+
+# ------------------------------------------------------------------ the preemptor
+
+
+async def read_preemption(reader: KubeReader, objs: RunObjects) -> tuple[list[dict] | ReadError | None,
+                                                                        list[dict] | ReadError | None]:
+    """(the preemptor's Workloads by its job's uid, the Preempted events on the run's Workload), read at
+    once; (None, None) when the run was not preempted or Kueue's message names no job uid."""
+    wl = next((w for w in objs.workloads if preemption_of(w, [], []) is not None), None)
+    if wl is None:
+        return None, None
+    p = preemption_of(wl, [], [])
+    name = meta(wl).get("name") or ""
+    if not objs.namespace:
+        return None, None
+    events = reader.list(resource_path("", "v1", "events", objs.namespace),
+                         field_selector=f"involvedObject.kind=Workload,involvedObject.name={name}",
+                         limit=PAGE_SIZE)
+    job_uid = p.preemptor_job_uid if p is not None else None
+    if not job_uid or job_uid == "UNKNOWN":
+        return None, await events
+    found = reader.list(resource_path(*KUEUE, "workloads"), label_selector=f"{JOB_UID}={job_uid}",
+                        limit=PAGE_SIZE)
+    got_wl, got_events = await asyncio.gather(found, events)
+    return got_wl, got_events
+
+
+def _events(got: list[dict] | ReadError | None) -> list[Event]:
+    if not isinstance(got, list):
+        return []
+    return [e for o in got if (e := Event.from_object(o)) is not None]
+
+
+def with_preemptor(d: Diagnosis, objs: RunObjects, workloads: list[dict] | ReadError | None,
+                   events: list[dict] | ReadError | None) -> Diagnosis:
+    """The answer with the preemption re-read: priorities from the event, the preemptor named when the
+    user's own read found it, else why not (`preemptor_unavailable`)."""
+    phase = d.phase(ADMISSION.name)
+    if phase.preemption is None:
+        return d
+    wl = next((w for w in objs.workloads if preemption_of(w, [], []) is not None), None)
+    if wl is None:
+        return d
+    readable = [*objs.peer_workloads, *(workloads if isinstance(workloads, list) else [])]
+    fresh: Preemption | None = preemption_of(wl, _events(events), readable)
+    if fresh is None:
+        return d
+    why = None
+    if fresh.preemptor is None:
+        if isinstance(workloads, ReadError):
+            why = ("permission denied (list workloads in all namespaces)" if workloads.kind == "forbidden"
+                   else f"the preemptor's Workload: {workloads.describe()}")
+        elif workloads is None:
+            why = "Kueue's message names no job uid to find it by"
+        else:
+            why = "no Workload with that uid is visible to you (it may have finished and been deleted)"
+    fresh = fresh.model_copy(update={"preemptor_unavailable": why})
+    old_text = preemption_text(phase.preemption)
+    summary = str(phase.summary).replace(old_text, preemption_text(fresh)) if old_text in phase.summary \
+        else phase.summary
+    phases = [p.model_copy(update={"preemption": fresh, "summary": summary})
+              if p.name == ADMISSION.name else p for p in d.phases]
+    return d.model_copy(update={"phases": phases})
+
+
+__all__ = ["read_holders", "read_preemption", "with_estimate", "with_preemptor"]
