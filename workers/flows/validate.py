@@ -41,8 +41,8 @@ def manifest_text(surface: Surface, command: ValidateCommand, channel: str) -> s
     assert command.file_id is not None  # the grammar gives one or the other
     got = surface.shared_file(command.file_id, channel, MAX_MANIFEST_BYTES)
     if isinstance(got, Failed):
-        if got.error.startswith("too_large:"):
-            raise too_large(int(got.error.split(":", 1)[1]))
+        if got.size is not None:
+            raise too_large(got.size)
         raise ManifestError(_FILE_PROBLEMS.get(got.error, f"taubot could not read that file from Slack "
                                                            f"({got.error or got.kind})"))
     return decode(got)

@@ -29,6 +29,7 @@ class Failed(BaseModel):
     kind: FailureKind
     error: str = ""
     retry_after: float | None = None
+    size: int | None = None  # a shared file over the caller's limit: its size in bytes (error "too_large")
 
 
 class Surface(Protocol):

@@ -247,7 +247,7 @@ class SlackSurface:
             return Failed(kind="not_found", error="not_shared_here")
         size = int(info.get("size") or 0)
         if size > max_bytes:
-            return Failed(kind="error", error=f"too_large:{size}")
+            return Failed(kind="error", error="too_large", size=size)
         url = str(info.get("url_private_download") or info.get("url_private") or "")
         if not url or hop_policy(url, self.client.base_url) != "token":
             return Failed(kind="error", error="no_download")
@@ -259,7 +259,7 @@ class SlackSurface:
         except OSError as exc:
             return Failed(kind="unreachable", error=type(exc).__name__)
         if len(data) > max_bytes:
-            return Failed(kind="error", error=f"too_large:{len(data)}")
+            return Failed(kind="error", error="too_large", size=len(data))
         return data
 
 
