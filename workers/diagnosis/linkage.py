@@ -119,6 +119,7 @@ class RunObjects:
     # ResourceFlavors, Nodes (issue 35). Read lazily, so linking stays O(the run's objects).
     by_kind: dict[str, list[dict]] = field(default_factory=dict, repr=False)
     nodes: dict[str, dict] = field(default_factory=dict)  # the Node objects the run's pods are bound to
+    pvcs: dict[str, dict] = field(default_factory=dict)  # the PersistentVolumeClaims the run's pods mount
     _events_by_name: dict[tuple[str, str], list[Event]] = field(default_factory=dict, repr=False)
 
     @property
@@ -291,6 +292,11 @@ def find_run(objects: list[dict], name: str, namespace: str | None = None) -> Ru
     result.pods = pods
     bound = {(p.get("spec") or {}).get("nodeName") for p in pods}
     result.nodes = {meta(n).get("name"): n for n in by_kind.get("Node", []) if meta(n).get("name") in bound}
+    mounted = {((v.get("persistentVolumeClaim") or {}).get("claimName")
+                or (f"{meta(p).get('name')}-{v.get('name')}" if v.get("ephemeral") else None))
+               for p in pods for v in (p.get("spec") or {}).get("volumes") or [] if isinstance(v, dict)}
+    result.pvcs = {meta(c).get("name"): c for c in same_ns.get("PersistentVolumeClaim", [])
+                   if meta(c).get("name") in mounted}
 
     # One pass over the run's pods for what the rest links by (at 20,000 pods each extra pass
     # cost ~10 ms of cache misses, bench/bench_evaluate.py).

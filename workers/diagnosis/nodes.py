@@ -20,6 +20,7 @@ from . import registry
 from .linkage import meta
 from .models import Finding, PhaseResult, PhaseState
 from .phases.common import RunContext, clip, result
+from .phases.container_failures import kubelet_rejection
 from .podfacts import condition, is_terminal
 
 NAME = registry.NODE_HEALTH.name
@@ -143,7 +144,9 @@ def gpu_node_health(ctx: RunContext, nodes: dict[str, dict], unread: dict[str, s
     that could not be (node → why: absent from the dump, permission denied).
     """
     bound = [p for p in ctx.objs.pods if (p.get("spec") or {}).get("nodeName")]
-    pods = [p for p in bound if not is_terminal(p)]
+    # Live pods, and pods the kubelet rejected for their node (SPEC §4: layer 6 when the node's
+    # condition shows it, e.g. DiskPressure).
+    pods = [p for p in bound if not is_terminal(p) or kubelet_rejection(p) is not None]
     if not pods and ctx.terminal() != "succeeded":
         # Every pod ended and some failed: the nodes they ran on still explain it (SPEC §5a).
         pods = [p for p in bound if (p.get("status") or {}).get("phase") == "Failed"]

@@ -72,6 +72,49 @@ def volume_mount(pod: dict, message: str) -> Finding:
         f"A volume could not be mounted: the platform checks {target} and its storage class."))
 
 
+# The kubelet rejected the pod at admission on its node (SPEC §4): `status.phase: Failed` with one
+# of these `status.reason`s and a `Pod was rejected: …` message (kubelet lifecycle/predicate.go,
+# eviction/eviction_manager.go, cm/devicemanager; shapes in docs/reference/training-logs-ranks.md §5):
+#   UnexpectedAdmissionError  `Allocate failed due to requested number of devices unavailable for
+#                             nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected`
+#   OutOfcpu / OutOfmemory / OutOfnvidia.com/gpu  `Node didn't have enough resource: cpu, …`
+#   NodeAffinity              `Predicate NodeAffinity failed`
+#   Evicted                   `The node had condition: [DiskPressure].` (admission) or
+#                             `The node was low on resource: ephemeral-storage. …` (eviction)
+#   NodeShutdown / Terminated `Pod was terminated in response to imminent node shutdown.`
+_KUBELET_REJECTION = re.compile(r"^(?:UnexpectedAdmissionError|OutOf[\w./-]+|NodeAffinity|"
+                                r"NodeSelectorMismatching|NodeShutdown|Evicted)$")
+_NODE_CONDITION = re.compile(r"The node had condition: \[(?P<cond>[\w, ]+)\]|The node was low on resource: "
+                             r"(?P<res>[\w./-]+)|imminent node shutdown", re.IGNORECASE)
+NODE_REJECTED = Finding(
+    reason="node.rejected", owner="node-pool-owner", transient=False,
+    next_action="The kubelet rejected the pod on its node (device plugin allocation, node resources or a "
+    "node condition such as DiskPressure): the node-pool owner repairs or drains that node; the run is "
+    "then resubmitted (a Job's controller retries on another node while its backoff limit allows).")
+
+
+def kubelet_rejection(pod: dict) -> tuple[str, str] | None:
+    """(reason, message) when the kubelet rejected the pod at admission or evicted it for its node's
+    condition; None otherwise. An `Evicted` pod counts only when the message names the node's
+    condition or resource (Kueue's and the API's evictions have other wordings)."""
+    status = pod.get("status") or {}
+    reason = str(status.get("reason") or "")
+    message = str(status.get("message") or "")
+    if status.get("phase") != "Failed" or not _KUBELET_REJECTION.match(reason):
+        return None
+    if reason == "Evicted" and not _NODE_CONDITION.search(message):
+        return None
+    return reason, message
+
+
+def node_condition_named(message: str) -> str | None:
+    """The node condition (`DiskPressure`) or resource (`ephemeral-storage`) a rejection names."""
+    found = _NODE_CONDITION.search(message or "")
+    if found is None:
+        return None
+    return found.group("cond") or found.group("res") or "node shutdown"
+
+
 def failure_finding(term: dict) -> Finding:
     return OOM if term.get("reason") == "OOMKilled" else CRASH
 

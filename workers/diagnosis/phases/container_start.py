@@ -19,7 +19,14 @@ from ..podfacts import (
     pod_phase,
 )
 from .common import PodVerdict, RunContext, aggregate, clip, result, waiting_for_earlier
-from .container_failures import CRASH, container_failure, restart_note, volume_mount
+from .container_failures import (
+    CRASH,
+    NODE_REJECTED,
+    container_failure,
+    kubelet_rejection,
+    restart_note,
+    volume_mount,
+)
 
 NAME = registry.CONTAINER_START.name
 LAYER = registry.CONTAINER_START.layer
@@ -43,6 +50,13 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
     if not is_scheduled(pod):
         return PodVerdict(PhaseState.PENDING, HEALTHY, "pod not scheduled yet")
     status = pod.get("status") or {}
+    rejected = kubelet_rejection(pod)
+    if rejected is not None:  # the node's, not the application's (SPEC §4)
+        text = f"{rejected[0]}: {rejected[1]}".strip(": ")
+        node = (pod.get("spec") or {}).get("nodeName") or "?"
+        return PodVerdict(PhaseState.WARNING, NODE_REJECTED,
+                          f"rejected by the kubelet on node {node} ({clip(text, 160)})",
+                          f"{meta(pod).get('name')}: phase Failed on {node}: {clip(text)}")
     if pod_phase(pod) == "Failed" and status.get("reason"):
         text = f"{status.get('reason')}: {status.get('message') or ''}".strip(": ")
         return PodVerdict(PhaseState.WARNING, CRASH, f"pod Failed ({clip(text, 160)})",

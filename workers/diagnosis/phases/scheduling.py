@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .. import registry
+from ..linkage import RUN_LABEL, labels, meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..patterns import CLAIM_REASONS, DRA_UNALLOCATED, SCHEDULING, SCHEDULING_UNKNOWN, first_match
 from ..podfacts import condition, is_scheduled, is_terminal, kueue_gated, pod_created, pod_name
@@ -82,6 +83,39 @@ def _unschedulable_message(ctx: RunContext, pod: dict) -> str | None:
     return None
 
 
+def own_unbound_claim(ctx: RunContext, pod: dict) -> Finding | None:
+    """The researcher's finding when an unbound claim the pod mounts is the run's own: a generic
+    ephemeral volume (the pod's `volumeClaimTemplate`, claim `<pod>-<volume>`), or a PVC owned by
+    the run, its pod or carrying the run's label — not a platform-managed claim such as the
+    workspace's `blob-training` (SPEC §4: that one is the platform's)."""
+    run = ctx.objs.run or {}
+    owners = {meta(run).get("uid"), meta(pod).get("uid")} - {None}
+    for vol in (pod.get("spec") or {}).get("volumes") or []:
+        if not isinstance(vol, dict):
+            continue
+        template = (vol.get("ephemeral") or {}).get("volumeClaimTemplate")
+        name = (vol.get("persistentVolumeClaim") or {}).get("claimName") or (
+            f"{pod_name(pod)}-{vol.get('name')}" if template else None)
+        if not name:
+            continue
+        claim = ctx.objs.pvcs.get(name)
+        phase = ((claim or {}).get("status") or {}).get("phase")
+        if claim is not None and phase == "Bound":
+            continue
+        own = template is not None or (claim is not None and (
+            any(ref.get("uid") in owners for ref in meta(claim).get("ownerReferences") or [])
+            or labels(claim).get(RUN_LABEL) == ctx.objs.name))
+        if not own:
+            continue
+        spec = (claim or {}).get("spec") or (template or {}).get("spec") or {}
+        klass = spec.get("storageClassName")
+        what = f"its StorageClass `{klass}`" if klass else "no StorageClass (it waits for a matching volume)"
+        return Finding(reason="sched.own_claim", owner="researcher", transient=False, next_action=(
+            f"The run's own claim `{name}` ({what}) cannot bind: fix the claim in the run config (an "
+            "existing StorageClass, a size and access mode a volume offers), then resubmit."))
+    return None
+
+
 def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
     name = pod_name(pod)
     if is_scheduled(pod) or is_terminal(pod):
@@ -112,6 +146,9 @@ def judge_pod(ctx: RunContext, pod: dict) -> PodVerdict:
     pattern = first_match(SCHEDULING, message)
     finding = pattern.finding if pattern else SCHEDULING_UNKNOWN
     label = pattern.label if pattern else "unschedulable"
+    own = own_unbound_claim(ctx, pod) if pattern is not None and pattern.label == "volume" else None
+    if own is not None:  # the run's own claim cannot bind: the run config's to fix (SPEC §4)
+        finding, label = own, "the run's own claim cannot bind"
     return PodVerdict(PhaseState.WARNING, finding, f"Unschedulable ({label}): {clip(message, 200)}",
                       evidence, cause=scheduling_cause(pod, message))
 
