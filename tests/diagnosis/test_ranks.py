@@ -396,3 +396,35 @@ def test_cli_refuses_mixing_the_two_logs_forms_in_one_line(tmp_path: Path) -> No
     assert "not both" in done.stderr and "Traceback" not in done.stderr
     missing = _cli("--from-file", str(dump), "--logs", f"llama-ft-7b-0-abcde={tmp_path / 'nope.log'}")
     assert missing.returncode == 2 and "cannot read --logs" in missing.stderr
+
+
+# --- The card: one line ---------------------------------------------------------------------------
+
+def _texts(blocks: list[dict]) -> str:
+    out: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                out.append(value) if key == "text" and isinstance(value, str) else walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+    walk(blocks)
+    return "\n".join(out)
+
+
+def test_the_card_shows_the_culprit_in_one_line_and_its_evidence_in_details() -> None:
+    from tests.fakes.slack_api import block_errors
+    from workers.render.cards import build_phase_card, render_details, render_phase_card
+
+    objs = indexed_job(32)
+    d = evaluate(objs + [xid_node("gpu-a17")], "llama-ft-7b", NOW, logs=logs_for(objs, lagging(32, 17)))
+    context = build_phase_card(d, workspace="team-a", operator_hints_allowed=False)
+    card = render_phase_card(context)
+    assert block_errors(card.blocks) == []
+    text = _texts(card.blocks)
+    culprit_lines = [line for line in text.splitlines() if line.startswith("*Culprit:*")]
+    assert len(culprit_lines) == 1 and "rank 17" in culprit_lines[0] and "Xid 79" in culprit_lines[0]
+    details = render_details(context.details)  # type: ignore[arg-type]
+    assert block_errors(details.blocks) == [] and "SeqNum=4512" in _texts(details.blocks)

@@ -77,6 +77,8 @@ NAME_BUDGET = 120
 FIRST_SCREEN_CHARS = 1000
 FIRST_SCREEN_LINES = 18
 FIRST_SCREEN_EVIDENCE = 3  # lines; the rest is in *Details*
+UNREAD_BUDGET = 300  # the failed-reads line (several resources, each with its reason)
+UNREAD_KEPT = 120  # what of it stays when the first screen must be shortened: it is never cut away
 EVIDENCE_LINE_BUDGET = 160
 FOCUS_BUDGET = 220
 NEXT_BUDGET = 320
@@ -126,6 +128,7 @@ class PhaseCardContext(SlottedCard):
     header: str
     meta: str
     unreachable: str = ""
+    unread: str = ""  # SPEC §7: every read that failed, on one line (`Could not read: pods (HTTP 500)`)
     tree: str
     evidence_lines: list[str] = []  # each an escaped inline-code line; `render_phase_card` shows what fits
     queue_line: str = ""  # queue position or ETA (`queue_line`): shown when it fits with the evidence
@@ -255,6 +258,13 @@ def phase_tree_text(d: Diagnosis) -> str:
         lines.append(f"*ETA:* {escape(eta_text(d.eta), 300)}")
     if d.queue_position is not None:
         lines.append(f"*Queue:* {escape(queue_position_text(d.queue_position), 700)}")
+    for check in d.checks:  # the culprit's evidence and the driver's stack (SPEC §5c)
+        if check.culprit is not None:
+            lines.append(f"*Culprit:* {escape(check.culprit.summary, 300)}")
+            lines += [f"• {escape(e, 300)}" for e in check.culprit.evidence[:4]]
+        if check.driver_stack:
+            lines.append("*Driver stack* (Ray dashboard, py-spy; top frames):")
+            lines += [f"• `{escape(frame, 200)}`" for frame in check.driver_stack[:8]]
     return _fit_lines(lines, MAX_SECTION_TEXT)
 
 
@@ -323,7 +333,22 @@ def condensed_tree(d: Diagnosis, verdict: str | None = None) -> str:
     if d.progress_summary and d.unreachable_from is None:
         loss = f" · loss `{spark}`" if spark else ""
         lines.append(f"*Progress:* {escape(d.progress_summary, 200)}{loss}")
+    if d.unreachable_from is None:
+        lines += _runtime_lines(d)
     return "\n".join(lines)
+
+
+def _runtime_lines(d: Diagnosis) -> list[str]:
+    """One line each for the culprit rank (SPEC §5c; the focus line's summary may be clipped
+    before it) and where a stalled RayJob's driver waits (its top frame; the frames are in
+    *Details*)."""
+    out = []
+    for check in d.checks:
+        if check.culprit is not None:
+            out.append(f"*Culprit:* {escape(check.culprit.summary, 300)}")
+        if check.driver_stack:
+            out.append(f"*Driver waits in:* `{escape(check.driver_stack[0], 200)}`{MORE_IN_DETAILS}")
+    return out
 
 
 MORE_IN_DETAILS = " · more in *Details*"
@@ -367,6 +392,14 @@ def handoff_text(d: Diagnosis, verdict: str | None = None) -> str:
         if recovery is not None and _recovery_adds(d):
             lines.append(f"*Recovery* `{recovery.action}`: {escape(recovery.summary, NEXT_BUDGET)}")
     return "\n".join(lines)
+
+
+def unread_line(d: Diagnosis) -> str:
+    """`⚠️ Could not read: pods (HTTP 500), events (permission denied)`: every failed read, one line."""
+    if not d.read_gaps:
+        return ""
+    return escape("⚠️ Could not read: " + ", ".join(f"{plural} ({why})" for plural, why in d.read_gaps.items()),
+                  UNREAD_BUDGET)
 
 
 def build_phase_card(
@@ -463,6 +496,7 @@ def build_phase_card(
         header=header,
         meta=meta,
         unreachable=unreachable,
+        unread=unread_line(d),
         tree=condensed_tree(d, verdict),
         queue_line=queue_line(d),
         evidence_lines=evidence_lines,
@@ -668,6 +702,7 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
     for limit in SHORTEN_STEPS:
         shorter = context.replace(
             meta=clip(context.meta, limit), unreachable=clip(context.unreachable, limit),
+            unread=clip(context.unread, max(limit, UNREAD_KEPT)),
             tree=_clip_lines(context.tree, limit), handoff=_clip_lines(context.handoff, limit),
             notes=[clip(n, limit) for n in context.notes])
         blocks = render_template("phase_card.json.j2", shorter, evidence="")
@@ -677,11 +712,16 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
 
 
 def _outlooks(line: str) -> list[str]:
-    """`*Queue:* A; B; C · more in *Details*`, then `*Queue:* A · more in *Details*`."""
+    """`*Queue:* A; B; C · more in *Details*`, then the position with the start estimate when there
+    is one (`*Queue:* A; start: … · more in *Details*`, issue 35), then `*Queue:* A · more in *Details*`."""
     if not line:
         return []
     head, sep, _rest = line.partition("; ")
-    return [line, f"{head}{MORE_IN_DETAILS}"] if sep and line.endswith(MORE_IN_DETAILS) else [line]
+    if not (sep and line.endswith(MORE_IN_DETAILS)):
+        return [line]
+    start = line.find("; start: ")
+    middle = [f"{head}{line[start:]}"] if start > len(head) else []
+    return [line, *middle, f"{head}{MORE_IN_DETAILS}"]
 
 
 def _fits(blocks: list[dict[str, Any]]) -> bool:
