@@ -54,11 +54,11 @@ from workers.contracts.commands import StatusCommand
 from workers.contracts.identity import Identity
 from workers.contracts.ids import watch_id as _watch_id
 from workers.contracts.requests import StatusRequest
-from workers.flows.status import PARENT_KEY
 from workers.flows.watch import load_state, lock_name, owner_key, pending_key, state_key
 from workers.plumbing.jobqueue import RqQueue, enqueue_request
 from workers.plumbing.timed_jobs import due_key, leased_key
 from workers.records.cards import KEY_PREFIX as CARD_PREFIX
+from workers.records.keys import parent_key
 
 TOKEN = "xoxb-bench"
 USER = "U012ALICE"
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             for key in conn.scan_iter(f"{CARD_PREFIX}C0WATCH*"):  # the cards the bench's channels got
                 conn.delete(key)
             for job_id in status_jobs:
-                conn.delete(PARENT_KEY.format(job_id=job_id))
+                conn.delete(parent_key(job_id))
             for key in conn.scan_iter("taubot:pace:*"):
                 conn.delete(key)
             conn.close()

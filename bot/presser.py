@@ -57,10 +57,4 @@ def identity_middleware(resolver: Resolver) -> Callable[..., Any]:
     return resolve_identity_once
 
 
-def presser_for(context: Any, resolver: Resolver, slack_user: str) -> Presser:
-    """The request's `Presser` from the middleware, or one made here (a front end without Bolt)."""
-    found = context.get(CONTEXT_KEY) if context is not None else None
-    return found if isinstance(found, Presser) else Presser(resolver, slack_user)
-
-
-__all__ = ["CONTEXT_KEY", "Presser", "Resolver", "identity_middleware", "presser_for"]
+__all__ = ["CONTEXT_KEY", "Presser", "Resolver", "identity_middleware"]

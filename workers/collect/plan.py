@@ -105,7 +105,8 @@ class TickPlan(BaseModel):
 
 def tick_plan(settings: Settings, command: StatusCommand, memory: ReadMemory, *, tick: int, now: datetime,
               deadline: datetime) -> TickPlan:
-    """The one place that decides when a tick re-reads.
+    """The one place that decides when a tick re-reads (a paced re-run reads nothing: it sends what
+    its tick computed; a probe that finds a change, or fails, falls back to ``full``).
 
     The probe stands in for a full read only while all of these hold: a probe exists (see
     `after_full_read`), the watch has not reached its deadline (the last card must say so), the

@@ -12,9 +12,11 @@ moves from phase to phase, and compares their versions with those the last full 
 * while Kueue keeps it suspended, its Workloads (their conditions carry Kueue's changing message);
   once it runs, its pods (scheduling, pulls, restarts, readiness — each a pod write).
 
-Any difference, a read that failed, or a full read `full_every` ticks old (what these reads do not
-cover: the workspace's readiness, nodes, events, the log's progress, others moving in the queue, and
-time itself — "waiting for 12 m") makes the tick a full status again. An unchanged tick leaves the
+Any difference or a read that failed makes the tick a full status again; so does the read plan
+(`workers/collect/plan.py` `tick_plan`) when the last full read is `watch_full_every_ticks` ticks
+old or a waiting run's queue read `watch_queue_every_ticks` ticks old (what these reads do not
+cover: the workspace's readiness, nodes, events, the log's progress, others moving in the queue,
+and time itself — "waiting for 12 m"). An unchanged tick leaves the
 card as the last full read made it, and the card's "last refreshed" time is that read's.
 
 The reads are made exactly like the status's (impersonated, the same client): SPEC §7 holds.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from workers.contracts.requests import DetailsRequest
-from workers.records.cards import DETAILS_PREFIX
+from workers.records import keys
 from workers.render.cards import PhaseCardContext, render_details
 from workers.services import Services
 from workers.surfaces.base import Failed
@@ -51,7 +51,7 @@ def run_details(services: Services, request: DetailsRequest) -> str:
     if not isinstance(context, PhaseCardContext) or context.details is None:
         _tell(services, request, EXPIRED.format(days=1))
         return "expired"
-    once = f"{DETAILS_PREFIX}{request.record_id}:posted:{card.hash}"
+    once = keys.details_posted_key(request.record_id, card.hash)
     if not services.redis.set(once, request.user, nx=True, ex=services.settings.diagnosis_ttl_seconds):
         by = services.redis.get(once)
         _tell(services, request, ALREADY.format(by=by.decode() if isinstance(by, bytes) else by))

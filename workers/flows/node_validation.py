@@ -73,7 +73,7 @@ class ValidationButton:
     conn: redis.Redis
 
     def attach(self, card_ts: str) -> None:
-        key = OFFER_PREFIX + self.offer_id
+        key = keys.validate_offer_key(self.offer_id)
         try:
             raw = self.conn.get(key)
             if raw is not None:
@@ -118,7 +118,7 @@ def offer_node_validation(services: Services, live: RunReport, *, may_create: bo
     offer = ValidationOffer(workspace=live.workspace, nodes=nodes, channel=channel, thread_ts=thread_ts,
                             offered_at=now)
     try:
-        services.redis.set(OFFER_PREFIX + offer_id, offer.model_dump_json(),
+        services.redis.set(keys.validate_offer_key(offer_id), offer.model_dump_json(),
                            ex=services.settings.diagnosis_ttl_seconds)
     except redis.RedisError as exc:
         log.warning("validate-nodes offer not stored: %s", exc)
@@ -130,7 +130,7 @@ def offer_node_validation(services: Services, live: RunReport, *, may_create: bo
 
 def run_validate_press(services: Services, request: ValidateNodesRequest) -> dict[str, object]:
     """Validate the offered nodes as the presser; the card goes in the diagnosis's thread."""
-    raw = services.redis.get(OFFER_PREFIX + request.record_id)
+    raw = services.redis.get(keys.validate_offer_key(request.record_id))
     if raw is None:
         days = max(services.settings.diagnosis_ttl_seconds // 86400, 1)
         if request.response_url:
@@ -180,7 +180,7 @@ def _claim(services: Services, request: ValidateNodesRequest, offer: ValidationO
             allowed = None
         if allowed is False:
             return None
-    key = f"{OFFER_PREFIX}{request.record_id}:used"
+    key = keys.validate_offer_used_key(request.record_id)
     if services.redis.set(key, request.user, nx=True, ex=services.settings.diagnosis_ttl_seconds):
         return None
     by = services.redis.get(key)

@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 META_PARENT_TS = "parent_ts"
-PARENT_KEY = keys.PARENT + "{job_id}"
 PARENT_TTL_SECONDS = 8 * 24 * 3600  # outlives the failed job (rq keeps it 7 days)
 META_CARD_TS = "card_ts"
 PRIVATE_NOTE = (
@@ -87,7 +86,7 @@ def ensure_parent(services: Services, request: CommandRequest, job: Job | None) 
             return None
         raise SlackUnavailable(f"Slack API error: {sent.error or sent.kind} (posting in {request.channel})")
     if job is not None:
-        services.redis.set(PARENT_KEY.format(job_id=job.id), sent.ts, ex=PARENT_TTL_SECONDS)
+        services.redis.set(keys.parent_key(job.id), sent.ts, ex=PARENT_TTL_SECONDS)
         job.meta[META_PARENT_TS] = sent.ts
         job.save_meta()
     return sent.ts
@@ -95,7 +94,7 @@ def ensure_parent(services: Services, request: CommandRequest, job: Job | None) 
 
 def recorded_parent(services: Services, job_id: str) -> str | None:
     """The ts of the parent an earlier run of this job posted, if any."""
-    value = services.redis.get(PARENT_KEY.format(job_id=job_id))
+    value = services.redis.get(keys.parent_key(job_id))
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -244,14 +243,16 @@ async def _no() -> bool:
 
 
 async def diagnose_for_card(services: Services, request: StatusRequest, now: datetime, plan: ReadPlan, *,
-                            validation: bool = False) -> CardReads:
+                            validation: bool = False, workspace: str | None = None) -> CardReads:
     """The live diagnosis and, beside it, the operator-hints review — and, for a layer-6 answer on a
     card that can carry the button (``validation``), the node-validation review — in the workspace
     resolved once, through one impersonated client session. The reviews keep their own request
-    count: the card's figure is the status's reads."""
+    count: the card's figure is the status's reads. ``workspace``: the one a watch resolved when it
+    started (its probe resolves the same), else the command's or the channel's."""
     settings = services.settings
     mlflow = MlflowAuth.from_settings(settings)
-    resolution = services.registry.resolve(workspace=request.command.workspace, channel=request.channel)
+    resolution = services.registry.resolve(workspace=workspace or request.command.workspace,
+                                           channel=request.channel)
     if not isinstance(resolution, Resolved):
         return CardReads(await investigate(resolution, kube=services.kube, identity=request.identity, now=now,
                                            plan=plan, seen=services.redis, mlflow_auth=mlflow))

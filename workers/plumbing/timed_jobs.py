@@ -26,7 +26,7 @@ them held.)
 
 Nothing is lost to a dying worker: a lease it held expires after `LEASE_SECONDS` and the job is due
 again for any mover. A job that runs twice that way (or any stale tick) finds the watch at a later
-tick number and does nothing (`workers/flows/watch.py`).
+tick number and does nothing (`workers/flows/watch/tick.py`).
 
 A member is read back from Redis, so it is untrusted input (SPEC §11): one that does not parse, or
 names a function or failure callback outside `TIMED_JOBS` / `FAILURE_CALLBACKS` (taubot's own timed
@@ -64,8 +64,8 @@ BATCH = 200  # the most jobs one claim takes
 RESULT_TTL_SECONDS = 60
 FAILURE_TTL_SECONDS = 24 * 3600
 # The only functions a timed job may name: what taubot itself schedules with ``exact=``
-# (`workers.flows.watch.TICK_JOB`, `workers.flows.status.LINK_CHARTS_JOB`), and the failure callback
-# of a watch tick (`workers.flows.watch.TICK_FAILURE`). Anything else in the due set was not written
+# (`workers.flows.watch.schedule.TICK_JOB`, `workers.flows.status.LINK_CHARTS_JOB`), and the failure
+# callback of a watch tick (`workers.flows.watch.schedule.TICK_FAILURE`). Anything else in the due set was not written
 # by taubot and is dropped.
 TIMED_JOBS = frozenset({"workers.jobs.watch_tick", "workers.jobs.link_charts_job"})
 FAILURE_CALLBACKS = frozenset({"workers.jobs.on_tick_failure"})

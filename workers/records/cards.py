@@ -155,7 +155,7 @@ class CardStore:
         return card
 
     def details_record(self, record_id: str) -> DetailsRecord | None:
-        raw = self.conn.get(DETAILS_PREFIX + record_id)
+        raw = self.conn.get(keys.details_key(record_id))
         return DetailsRecord.model_validate_json(raw) if raw else None
 
     def _save(self, card: PostedCard) -> None:
@@ -177,7 +177,7 @@ class CardStore:
             return sent
         if details_id is not None:
             record = DetailsRecord(channel=sent.channel, ts=sent.ts, thread_ts=thread_ts)
-            self.conn.set(DETAILS_PREFIX + details_id, record.model_dump_json(), ex=self.ttl)
+            self.conn.set(keys.details_key(details_id), record.model_dump_json(), ex=self.ttl)
         posted = PostedCard(channel=sent.channel, ts=sent.ts, thread_ts=thread_ts,
                             kind=KINDS[type(context)][0], context=context.model_dump(mode="json"),
                             hash=context_hash(context))
@@ -215,8 +215,7 @@ class CardStore:
                 if sent.kind == "gone":
                     return Edit("gone")
                 if sent.kind == "deferred":
-                    return Edit("deferred", retry_after=sent.retry_after,
-                                slot_reserved=sent.error == "reserved")
+                    return Edit("deferred", retry_after=sent.retry_after, slot_reserved=sent.slot_reserved)
                 raise RuntimeError(f"chat.update failed: {sent.error or sent.kind}")
             assert isinstance(sent, Sent)
             self._save(card.model_copy(update={"context": new.model_dump(mode="json"), "hash": digest,

@@ -1,6 +1,6 @@
 """Every Redis key family of taubot's records, defined once: a newcomer reads here what is kept.
 
-Each family is a prefix and the function that builds its keys; the module that reads and writes a
+Each family is a prefix and the functions that build its keys; the module that reads and writes a
 family imports it from here, so two writers can never spell one family two ways, and a family's
 shape (what follows the prefix) is decided in one place. Records only: the plumbing's own working
 sets — the timed jobs' due and leased sets (`workers/plumbing/timed_jobs.py`) and Slack's pace
@@ -13,13 +13,15 @@ sets — the timed jobs' due and leased sets (`workers/plumbing/timed_jobs.py`) 
 | stored diagnosis | `taubot:diagnosis:<id>` | Escalate offer | Escalate press |
 | escalation claim | `taubot:escalated:<digest>` | Escalate press | cards (the note) |
 | watch | `taubot:watch:<wid>` (+ `:owner`, `:pending`, `:lock`) | the watch | the watch, Stop |
-| node-validation offer | `taubot:validate-offer:<id>` | status card | *Validate* press |
+| node-validation offer | `taubot:validate-offer:<id>` (+ `:used`) | status card | *Validate* press |
 | parent message | `taubot:parent:<job id>` | status job | its retries, failure callback |
 | operator access | `taubot:operator-access:<scope>:<digest>` | operator review | operator review |
 | first sighting of a log | `taubot:log-seen:<run uid>` | layer 7 | layer 7 |
 | LocalQueue → ClusterQueue | `taubot:cq-of:<digest>` | queue read | queue read |
-| stall monitor | `taubot:monitor:…` (rec, group, posted, claim, mute, lease, log-checked) | monitor | Mute |
+| stall monitor | `taubot:monitor:…` (rec, group, posted, claim, lease, log-checked) | monitor | monitor |
+| mute | `taubot:monitor:mute:…`, `taubot:monitor:mute-record:<id>` | Mute press, monitor | monitor, Mute |
 | Slack user → identity | `taubot:identity:<team>:<user>` | front end | front end |
+| App Home | `taubot:home:user:<user>`, `taubot:home:budget:<minute>` | home job | home job |
 """
 
 from __future__ import annotations
@@ -39,9 +41,22 @@ def details_key(record_id: str) -> str:
     return DETAILS + record_id
 
 
+def details_posted_key(record_id: str, card_hash: str) -> str:
+    """Set (NX) when *Details* of a card at this hash was posted: one post per card state."""
+    return f"{DETAILS}{record_id}:posted:{card_hash}"
+
+
 # -- escalation
 DIAGNOSIS = "taubot:diagnosis:"
 ESCALATED = "taubot:escalated:"
+
+
+def diagnosis_key(record_id: str) -> str:
+    return DIAGNOSIS + record_id
+
+
+def escalated_key(digest: str) -> str:
+    return ESCALATED + digest
 
 # -- watches
 WATCH = "taubot:watch:"
@@ -70,6 +85,15 @@ VALIDATE_OFFER = "taubot:validate-offer:"
 PARENT = "taubot:parent:"
 
 
+def validate_offer_key(offer_id: str) -> str:
+    return VALIDATE_OFFER + offer_id
+
+
+def validate_offer_used_key(offer_id: str) -> str:
+    """Set (NX) by the first press that may create the pods: the offer is single-use."""
+    return f"{VALIDATE_OFFER}{offer_id}:used"
+
+
 def parent_key(job_id: str) -> str:
     return f"{PARENT}{job_id}"
 
@@ -78,6 +102,14 @@ def parent_key(job_id: str) -> str:
 OPERATOR_ACCESS = "taubot:operator-access:"
 LOG_SEEN = "taubot:log-seen:"
 CLUSTER_QUEUE_OF = "taubot:cq-of:"  # + a digest of (cluster, namespace, LocalQueue): the ClusterQueue's name
+
+
+def log_seen_key(run_uid: str) -> str:
+    return LOG_SEEN + run_uid
+
+
+def cluster_queue_of_key(digest: str) -> str:
+    return CLUSTER_QUEUE_OF + digest
 
 
 def operator_access_key(scope: str, identity_json: str) -> str:
@@ -117,3 +149,14 @@ def mute_record_key(record_id: str) -> str:
 
 # -- the front end
 IDENTITY = "taubot:identity:"
+
+# -- the App Home tab (issue 37): a user's last publish (a minute's cache) and the workspace's tier-4 budget
+HOME = "taubot:home:"
+
+
+def home_key(user: str) -> str:
+    return f"{HOME}user:{user}"
+
+
+def home_budget_key(minute: int) -> str:
+    return f"{HOME}budget:{minute}"

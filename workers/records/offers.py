@@ -115,7 +115,7 @@ class StoredDiagnosis(BaseModel):
         """The once-per-(run, layer, owner) key; the run is named by workspace and namespace
         too, because two workspaces can each have a run called ``llama-ft-7b``."""
         ident = json.dumps([self.workspace, self.namespace, self.run, self.layer, self.owner])
-        return CLAIM_PREFIX + hashlib.sha256(ident.encode()).hexdigest()[:40]
+        return keys.escalated_key(hashlib.sha256(ident.encode()).hexdigest()[:40])
 
 
 class Claim(BaseModel):
@@ -143,23 +143,23 @@ def signing_key(settings: Settings) -> bytes | None:
 
 
 def store_record(conn: redis.Redis, record: StoredDiagnosis, ttl: int) -> None:
-    conn.set(RECORD_PREFIX + record.id, record.model_dump_json(), ex=ttl)
+    conn.set(keys.diagnosis_key(record.id), record.model_dump_json(), ex=ttl)
 
 
 def attach_card_ts(conn: redis.Redis, record_id: str, card_ts: str) -> None:
     """The card's ts is only known after posting it, and the button is in the card: so the
     record is stored first and told its card afterwards (same TTL)."""
-    raw = conn.get(RECORD_PREFIX + record_id)
+    raw = conn.get(keys.diagnosis_key(record_id))
     if raw is None:
         return
     stored = StoredDiagnosis.model_validate_json(raw)
     # An auto-post is its own thread: its record learns the thread with the card.
     record = stored.model_copy(update={"card_ts": card_ts, "thread_ts": stored.thread_ts or card_ts})
-    conn.set(RECORD_PREFIX + record_id, record.model_dump_json(), xx=True, keepttl=True)
+    conn.set(keys.diagnosis_key(record_id), record.model_dump_json(), xx=True, keepttl=True)
 
 
 def load_record(conn: redis.Redis, record_id: str) -> StoredDiagnosis | None:
-    raw = conn.get(RECORD_PREFIX + record_id)
+    raw = conn.get(keys.diagnosis_key(record_id))
     if raw is None:
         return None
     try:

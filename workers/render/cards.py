@@ -450,7 +450,7 @@ def build_phase_card(
             f"Layers {d.unreachable_from}–8 were not checked: layer {d.layer} has to pass first. "
             "They are unreachable, not failing."
         )
-    notes = []  # `watch`: the footer and Stop button come from workers/flows/watch.py (a WatchFooter)
+    notes = []  # `watch`: the footer and Stop button come from workers/flows/watch/card.py (a WatchFooter)
     gpu = ""
     if profile is not None:
         gpu = gpu_profile_text(profile)

@@ -60,7 +60,7 @@ class WatchFooter(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    status: str  # mrkdwn-safe, composed by workers/flows/watch.py from our own words
+    status: str  # mrkdwn-safe, composed by workers/flows/watch/card.py from our own words
     updated: str = ""
     stop_button: CardButton | None = None
 

@@ -30,6 +30,7 @@ class Failed(BaseModel):
     error: str = ""
     retry_after: float | None = None
     size: int | None = None  # a shared file over the caller's limit: its size in bytes (error "too_large")
+    slot_reserved: bool = False  # "deferred": the pace now holds a slot for this edit (send then, `reserved`)
 
 
 class Surface(Protocol):
@@ -73,6 +74,9 @@ class Surface(Protocol):
         """A PNG in the thread (a chart); returns where it can be seen (its permalink, a path)."""
 
     def open_dm(self, user: str) -> str | Failed: ...
+
+    def publish_home(self, user: str, view: dict[str, Any]) -> Sent | Failed:
+        """The user's App Home tab (`views.publish`, tier 4): ``view`` is a `home` view."""
 
     def user_by_email(self, email: str) -> dict[str, Any] | Failed: ...
 

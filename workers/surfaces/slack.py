@@ -116,7 +116,8 @@ class SlackSurface:
             if max_wait <= 0:  # never sleep: say how long until a slot, and let the caller re-schedule
                 wait, got = self.pacer.reserve("chat.update", channel, within=reserve_within)
                 if wait > 0:
-                    return Failed(kind="deferred", error="reserved" if got else "paced", retry_after=wait)
+                    return Failed(kind="deferred", error="reserved" if got else "paced", retry_after=wait,
+                                  slot_reserved=bool(got))
             elif not self.pacer.acquire("chat.update", channel, max_wait=max_wait):
                 return Failed(kind="deferred", error="paced")
         try:
@@ -212,6 +213,16 @@ class SlackSurface:
         files = answer.get("files") or [answer.get("file") or {}]
         link = str((files[0] or {}).get("permalink") or "")
         return link if _PERMALINK.match(link) else filename
+
+    def publish_home(self, user: str, view: dict[str, Any]) -> Sent | Failed:
+        """`views.publish` (tier 4, about 100 a minute per workspace): a 429 is "deferred" with
+        Slack's Retry-After, never retried here — the next visit publishes again."""
+        try:
+            answer = self.client.views_publish(user_id=user, view=view)
+        except (SlackApiError, SlackClientError, OSError) as exc:
+            return self._failed(exc, frozenset(), "views.publish")
+        SLACK_CALLS.labels("views.publish", "ok").inc()
+        return Sent(channel=user, ts=str((answer.get("view") or {}).get("id") or ""))
 
     def open_dm(self, user: str) -> str | Failed:
         try:

@@ -69,7 +69,7 @@ def remember(store: SeenStore | None, run_uid: str | None, logs: LogEvidence, no
     untimed = logs.lines and all(t is None for t, _ in logs.lines[-TAIL:])
     if store is None or not run_uid or logs.unavailable is not None or not untimed:
         return logs
-    key, digest = KEY + run_uid, _digest(logs)
+    key, digest = keys.log_seen_key(run_uid), _digest(logs)
     try:
         earlier = _record(store.get(key), now)
         if earlier and earlier[0] == digest:

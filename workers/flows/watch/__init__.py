@@ -1,7 +1,7 @@
 """`/tau status <run> --watch`: the phase card edited in place until the run settles (SPEC §7).
 
 Shape. The status job posts the parent and the card as usual, then saves a
-`WatchState` in Redis and schedules the first tick on the queue. Each tick
+`WatchState` in Redis and puts the first tick in the workers' due set (`plumbing/timed_jobs.py`). Each tick
 re-collects under the requester's identity (the same bounded requests as a
 status), re-renders, edits the card through the posted-card store (only
 when it changed), and schedules the next tick. Nothing lives in a worker's

@@ -103,7 +103,8 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
         else:
             WATCH_TICKS.labels("full").inc()
             plan = plan_of(services, state, now)
-            reads = services.run(diagnose_for_card(services, state.request, now, plan.full))
+            reads = services.run(diagnose_for_card(services, state.request, now, plan.full,
+                                                   workspace=state.workspace or None))
             live, operator_ok = reads.live, reads.operator_hints
             state.reads.after_full_read(state.tick, live, run_profile=state.request.command.run_profile)
             if state.request.command.run_profile:
