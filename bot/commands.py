@@ -33,6 +33,7 @@ from workers.contracts.commands import (
     HelpCommand,
     LogsCommand,
     NodesValidateCommand,
+    RunsCommand,
     StatusCommand,
     TopologyValidateCommand,
     ValidateCommand,
@@ -45,6 +46,7 @@ from workers.contracts.requests import (
     ClusterRequest,
     CommandRequest,
     LogsRequest,
+    RunsRequest,
     StatusRequest,
     ValidateRequest,
     WorkspaceRequest,
@@ -143,6 +145,8 @@ def queued_reply(command: Command) -> Reply:
     if isinstance(command, ValidateCommand):
         return Reply("🧪 Checking your manifest and dry-running it on the API server as you (nothing is "
                      "created)… the answer will appear in a thread in this channel.", queued=True)
+    if isinstance(command, RunsCommand):
+        return Reply("🗂 Listing your runs… the list will appear in a thread in this channel.", queued=True)
     if isinstance(command, LogsCommand):
         return Reply(f"📜 Fetching the log of {code(command.run, 80)}… it will appear in a thread in this "
                      "channel.", queued=True)
@@ -285,6 +289,8 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
             request = WorkspaceRequest(command=command, **common)
         elif isinstance(command, LogsCommand):
             request = LogsRequest(command=command, **common)
+        elif isinstance(command, RunsCommand):
+            request = RunsRequest(command=command, **common)
         elif isinstance(command, TopologyValidateCommand | NodesValidateCommand):
             request = ClusterRequest(command=command, **common)
         elif isinstance(command, ValidateCommand):

@@ -33,8 +33,10 @@ from workers.contracts.requests import (
     ClusterRequest,
     DetailsRequest,
     EscalateRequest,
+    HomeRequest,
     LogsRequest,
     MuteRequest,
+    RunsRequest,
     StatusRequest,
     StopRequest,
     ValidateNodesRequest,
@@ -46,9 +48,11 @@ from workers.flows import (
     details,
     escalation,
     failure,
+    home,
     logs,
     mute,
     node_validation,
+    runs,
     status,
     validate,
     watch,
@@ -70,6 +74,21 @@ def status_job(request: dict[str, Any]) -> dict[str, Any]:
     flow = watch.start_watch if req.command.watch else status.run_status
     outcome = flow(services, req, job=get_current_job(), now=services.clock.now())
     return outcome.__dict__
+
+
+@counted("runs")
+def runs_job(request: dict[str, Any]) -> dict[str, Any]:
+    """`/tau runs`: the caller's runs, one line each (issue 37)."""
+    services = current()
+    return runs.run_runs(services, RunsRequest.model_validate(request), job=get_current_job(),
+                         now=services.clock.now())
+
+
+@counted("home")
+def home_job(request: dict[str, Any]) -> str:
+    """An App Home visit or its Refresh: the user's runs in their Home tab (issue 37)."""
+    services = current()
+    return home.run_home(services, HomeRequest.model_validate(request), now=services.clock.now())
 
 
 @counted("workspace")
@@ -209,7 +228,7 @@ def on_tick_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
 
 
 __all__ = ["META_ABANDONED_RERUN", "cluster_job", "details_job", "escalate_job", "link_charts_job",
-           "logs_job",
+           "home_job", "logs_job", "runs_job",
            "mute_job",
            "on_job_failure",
            "on_tick_failure", "rerun_abandoned_status", "validate_nodes_press_job",

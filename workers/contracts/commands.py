@@ -163,11 +163,33 @@ class ValidateCommand(_Command):
         return " ".join(parts)
 
 
-Command = (StatusCommand | HelpCommand | WorkspaceConnectionCommand | WorkspaceStatusCommand | LogsCommand
+class RunsCommand(_Command):
+    """`/tau runs [--workspace W] [--all] [--stuck]`: the caller's runs (``everyone``: all of the
+    namespace's), one line each (issue 37)."""
+
+    verb: Literal["runs"] = "runs"
+    workspace: Dns1123 | None = None
+    everyone: bool = False
+    stuck: bool = False
+
+    def display(self) -> str:
+        parts = ["/tau runs"]
+        if self.workspace:
+            parts += ["--workspace", self.workspace]
+        if self.everyone:
+            parts.append("--all")
+        if self.stuck:
+            parts.append("--stuck")
+        return " ".join(parts)
+
+
+Command = (StatusCommand | RunsCommand | HelpCommand
+           | WorkspaceConnectionCommand | WorkspaceStatusCommand | LogsCommand
            | TopologyValidateCommand | NodesValidateCommand | ValidateCommand)
 
 USAGE: dict[str, str] = {
     "status": "/tau status <run> [--workspace W] [--watch [--interval N]] [--run-profile]",
+    "runs": "/tau runs [--workspace W] [--all] [--stuck]",
     "logs": "/tau logs <run> [--tail N] [--previous] [--workspace W]",
     "workspace connection": "/tau workspace connection [--workspace W]",
     "workspace status": "/tau workspace status <workspace>",
@@ -179,6 +201,7 @@ USAGE: dict[str, str] = {
 }
 DESCRIPTIONS: dict[str, str] = {
     "status": "diagnose a run: the first lifecycle phase that is not done, who owns it, what to do",
+    "runs": "your runs at a glance: one line each, stuck and failed first (`--all`: everyone's)",
     "logs": "the run's log: the Ray driver log, the Job pod's, or Azure Data Explorer once they are gone",
     "workspace connection": "check that taubot can reach your workspace's cluster as you (layer 1)",
     "workspace status": "check that a TauWorkspace is Ready (layer 2)",

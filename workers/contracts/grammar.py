@@ -45,6 +45,7 @@ from .commands import (
     HelpCommand,
     LogsCommand,
     NodesValidateCommand,
+    RunsCommand,
     StatusCommand,
     TopologyValidateCommand,
     ValidateCommand,
@@ -102,12 +103,14 @@ def _split(text: str) -> list[str]:
     return text.replace("\u201c", '"').replace("\u201d", '"').split()
 
 
-_VALUE_FLAGS = {"status": {"--workspace", "--interval"}, "workspace connection": {"--workspace"},
+_VALUE_FLAGS = {"status": {"--workspace", "--interval"}, "runs": {"--workspace"},
+                "workspace connection": {"--workspace"},
                 "workspace status": set(), "help": set(), "logs": {"--tail", "--workspace"},
                 "cluster validate topology": {"--profile", "--workspace"},
                 "cluster validate nodes": {"--gpu-class", "--selector", "--min-healthy", "--timeout",
                                            "--workspace"}, "validate": {"--workspace"}}
-_BOOL_FLAGS = {"status": {"--watch", "--run-profile"}, "workspace connection": set(),
+_BOOL_FLAGS = {"status": {"--watch", "--run-profile"}, "runs": {"--all", "--stuck"},
+               "workspace connection": set(),
                "workspace status": set(), "help": set(), "logs": {"--previous"},
                "cluster validate topology": set(), "cluster validate nodes": set(), "validate": set()}
 GPU_CLASS_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery's label (node-health.md §1.3)
@@ -193,6 +196,16 @@ def _parse_status(words: list[str]) -> StatusCommand:
         workspace=_check_name(str(workspace), "workspace name", "status") if workspace else None,
         interval=_interval(str(interval)) if interval is not None else None,
     )
+
+
+def _parse_runs(words: list[str]) -> RunsCommand:
+    positionals, flags = _options(words, "runs")
+    if positionals:
+        raise CommandError(f"unexpected argument {_echo(positionals[0])}: `/tau status <run>` diagnoses "
+                           "one run", "runs")
+    workspace = flags.get("--workspace")
+    return RunsCommand(workspace=_check_name(str(workspace), "workspace name", "runs") if workspace else None,
+                       everyone=bool(flags.get("--all")), stuck=bool(flags.get("--stuck")))
 
 
 def _parse_workspace(words: list[str]) -> WorkspaceConnectionCommand | WorkspaceStatusCommand:
@@ -357,6 +370,8 @@ def parse(text: str) -> Command:
     verb, rest = words[0].lower(), words[1:]
     if verb == "status":
         return _parse_status(rest)
+    if verb == "runs":
+        return _parse_runs(rest)
     if verb == "workspace":
         return _parse_workspace(rest)
     if verb == "logs":
@@ -399,6 +414,12 @@ FLAG_HELP: dict[str, dict[str, str]] = {
         "--run-profile": "add the GPU profile of a running run: allocation, utilisation and memory per GPU "
                          "(dcgm-exporter)",
     },
+    "runs": {
+        "--workspace W": "the workspace whose namespace to list (its descriptor's name)",
+        "--all": "everyone's runs in the namespace, not only yours (yours: the taugrid.io/submitted-by "
+                 "annotation names your Kubernetes user)",
+        "--stuck": "only the runs that are stuck or failed",
+    },
     "logs": {
         "--tail N": f"how many of the last lines (default {DEFAULT_LOG_TAIL}, at most {MAX_LOG_TAIL}); about "
                     "20 show in the card, all in the attached snippet",
@@ -428,6 +449,7 @@ FLAG_HELP: dict[str, dict[str, str]] = {
 EXAMPLES: dict[str, list[str]] = {
     "status": ["/tau status llama-ft-7b", "/tau status llama-ft-7b --watch --interval 30",
                "/tau status llama-ft-7b --run-profile"],
+    "runs": ["/tau runs", "/tau runs --all --stuck --workspace vision"],
     "logs": ["/tau logs llama-ft-7b --tail 500", "/tau logs resnet-ddp --previous"],
     "workspace connection": ["/tau workspace connection --workspace vision"],
     "workspace status": ["/tau workspace status vision"],
@@ -454,6 +476,7 @@ def help_topic(topic: str) -> list[tuple[str, str, list[tuple[str, str]], list[s
 __all__ = [
     "Command",
     "HelpCommand",
+    "RunsCommand",
     "StatusCommand",
     "ValidateCommand",
     "CommandError",

@@ -30,8 +30,11 @@ MUTE_ACTION = "taubot_mute"
 VALIDATE_NODES_ACTION = "taubot_validate_nodes"
 STOP_WATCHING_ACTION = "stop_watching"
 DETAILS_ACTION = "taubot_details"  # issue 27: the rest of a phase card, posted in its thread
+OPEN_STATUS_ACTION = "taubot_open_status"  # issue 37: a runs list's menu, `/tau status <run>` as the presser
+HOME_REFRESH_ACTION = "taubot_home_refresh"  # issue 37: the App Home tab's Refresh
 
 
-__all__ = ["DETAILS_ACTION", "ESCALATE_ACTION", "MUTE_ACTION", "RECORD_ID", "SLACK_CHANNEL", "SLACK_USER",
+__all__ = ["DETAILS_ACTION", "ESCALATE_ACTION", "HOME_REFRESH_ACTION", "MUTE_ACTION", "OPEN_STATUS_ACTION",
+           "RECORD_ID", "SLACK_CHANNEL", "SLACK_USER",
            "STOP_WATCHING_ACTION", "VALIDATE_NODES_ACTION", "WATCH_ID",
            "SlackChannelId", "SlackUserId", "watch_id"]

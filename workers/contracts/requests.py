@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .commands import (
     LogsCommand,
     NodesValidateCommand,
+    RunsCommand,
     StatusCommand,
     TopologyValidateCommand,
     ValidateCommand,
@@ -48,6 +49,31 @@ class CommandRequest(BaseModel):
 class StatusRequest(CommandRequest):
     job: ClassVar[str] = f"{JOBS}.status_job"
     command: StatusCommand
+
+
+class RunsRequest(CommandRequest):
+    """`/tau runs`: LISTs only, so a retry after an outage is harmless."""
+
+    job: ClassVar[str] = f"{JOBS}.runs_job"
+    command: RunsCommand
+
+
+class HomeRequest(BaseModel):
+    """An App Home visit (or its Refresh): publish the user's runs list in their Home tab."""
+
+    model_config = ConfigDict(frozen=True)
+    job: ClassVar[str] = f"{JOBS}.home_job"
+    retried: ClassVar[bool] = False  # the next visit publishes again
+
+    user: str = Field(pattern=SLACK_USER.pattern)
+    identity: Identity
+    workspace: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    refresh: bool = False  # the Refresh button: past the minute's cache
+    requested_at: datetime
+    response_url: str | None = None  # a visit has none; the failure callback reads the field
+
+    def display(self) -> str:
+        return f"home {self.user}"
 
 
 class WorkspaceRequest(CommandRequest):
@@ -154,10 +180,12 @@ class StopRequest(BaseModel):
         return f"stop {self.watch}"
 
 
-Request = (StatusRequest | WorkspaceRequest | LogsRequest | ClusterRequest | EscalateRequest
+Request = (StatusRequest | RunsRequest | HomeRequest
+           | WorkspaceRequest | LogsRequest | ClusterRequest | EscalateRequest
            | StopRequest | MuteRequest | ValidateNodesRequest | DetailsRequest)
 
-__all__ = ["ClusterRequest", "CommandRequest", "DetailsRequest", "EscalateRequest", "LogsRequest",
+__all__ = ["ClusterRequest", "CommandRequest", "DetailsRequest", "EscalateRequest", "HomeRequest",
+           "LogsRequest", "RunsRequest",
            "MuteRequest",
            "RecordPressRequest", "Request", "StatusRequest", "StopRequest", "ValidateNodesRequest",
            "WorkspaceRequest"]

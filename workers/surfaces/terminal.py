@@ -152,6 +152,11 @@ class TerminalSurface:
     def open_dm(self, user: str) -> str | Failed:
         return f"D{user[1:]}"
 
+    def publish_home(self, user: str, view: dict[str, Any]) -> Sent | Failed:
+        """A terminal has no Home tab: the view is shown as a card would be."""
+        self._show("home", user, "home", None, "App Home", list(view.get("blocks") or []))
+        return Sent(channel=user, ts="home")
+
     def user_by_email(self, email: str) -> dict[str, Any] | Failed:
         if self.user:
             return {"id": self.user, "deleted": False, "is_bot": False}

@@ -1,0 +1,144 @@
+"""`/tau runs` read live through the Kubernetes API emulator (issue 37).
+
+The namespace holds every bundled example's run at once (each renamed to its example's file
+name, as the demo cluster renames them: `shell/demo_cluster.py` `run_objects`), with the
+workspace's platform objects. Each line's verdict must be that run's own status's; a user who
+may list Jobs but not RayJobs sees the Jobs and "RayJobs: permission denied"; 500 runs cost the
+same fixed requests in at most two rounds, and the card stays within Block Kit's limits.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from bench.make_examples import EXAMPLES
+from shell.demo_cluster import run_objects
+from tests.fakes.kube_api import KubeEmulator
+from tests.fakes.slack_api import block_errors
+from tests.fixtures import k8s
+from workers.collect.investigate import diagnose_live
+from workers.collect.runs import LISTS
+from workers.config.workspaces import load_descriptors
+from workers.diagnosis.linkage import SUBMITTED_BY_ANNOTATION
+from workers.diagnosis.registry import PHASE_NAMES
+from workers.flows.runs import live_runs
+from workers.kube.client import Identity, KubeClients
+from workers.render.cards import MAX_BLOCKS, MAX_SECTION_TEXT, card_texts
+from workers.render.runs_card import build_runs_card, render_runs_card
+
+from .conftest import workspace_objects, write_descriptor
+
+NOW = k8s.T0 + timedelta(minutes=30)  # the examples' judging time (workers/examples/README.md)
+ALICE = Identity(user="alice@example.com", groups=("team-vision",))
+# Every bundled example that has a run (the two "not found" ones hold only other runs).
+WITH_RUN = [(ex.file.removesuffix(".json"), ex.run) for ex, _ in EXAMPLES if ex.kind is not None]
+
+
+def every_example(owner: str | None = ALICE.user) -> list[dict]:
+    """The workspace plus every example's run under its own name, submitted by ``owner``."""
+    objects = workspace_objects()
+    for example, run in WITH_RUN:
+        for obj in run_objects(example, run, example):
+            if obj.get("kind") in ("Job", "RayJob") and obj["metadata"]["name"] == example and owner:
+                obj["metadata"].setdefault("annotations", {})[SUBMITTED_BY_ANNOTATION] = owner
+            objects.append(obj)
+    return objects
+
+
+async def runs(emu: KubeEmulator, tmp_path: Path, **kw):  # noqa: ANN201
+    write_descriptor(tmp_path, emu.base_url)
+    return await live_runs(load_descriptors(tmp_path), KubeClients(), ALICE, NOW, workspace="vision", **kw)
+
+
+async def test_each_line_is_its_runs_own_status_verdict(tmp_path: Path) -> None:
+    async with KubeEmulator(every_example()) as emu:
+        listed = await runs(emu, tmp_path)
+        by_run = {line.run: line for line in listed.lines}
+        assert sorted(by_run) == sorted(name for name, _ in WITH_RUN), listed.gaps
+        assert listed.gaps == {}
+        for name, _ in WITH_RUN:
+            d = (await diagnose_live(load_descriptors(tmp_path), run=name, identity=ALICE, now=NOW,
+                                     workspace="vision")).diagnosis
+            line = by_run[name]
+            if d.first_incomplete is None or d.first_incomplete in PHASE_NAMES:
+                assert (line.first_incomplete, line.state) == (
+                    d.first_incomplete, d.phase(d.first_incomplete).state.value if d.first_incomplete
+                    else "done"), name
+                assert (line.layer, line.owner) == (d.layer, d.owner), name
+            else:  # a layer-6/7 check of the status (nodes, log): the list says what the lists prove
+                lifecycle = next((p for p in d.phases if not p.state.finished), None)
+                assert line.first_incomplete == (lifecycle.name if lifecycle else None), name
+                assert "not read" in line.summary, (name, line.summary)
+    groups = [line.group for line in listed.lines]
+    order = ("stuck", "failed", "waiting", "running", "finished")
+    assert groups == sorted(groups, key=order.index)
+    assert {"stuck", "waiting", "running", "finished"} <= set(groups)
+
+
+async def test_only_the_callers_runs_unless_all_and_a_hint_when_none_is_marked(tmp_path: Path) -> None:
+    objects = every_example(owner=None)
+    mine = next(o for o in objects if o.get("kind") == "Job"
+                and o["metadata"]["name"] == "l5-job-oomkilled")
+    mine["metadata"]["annotations"] = {SUBMITTED_BY_ANNOTATION: ALICE.user}
+    async with KubeEmulator(objects) as emu:
+        listed = await runs(emu, tmp_path)
+        assert [line.run for line in listed.lines] == ["l5-job-oomkilled"]
+        assert listed.others == len(WITH_RUN) - 1
+        everyone = await runs(emu, tmp_path, everyone=True)
+        assert len(everyone.lines) == len(WITH_RUN)
+        stuck = await runs(emu, tmp_path, everyone=True, stuck_only=True)
+        assert stuck.lines and {line.group for line in stuck.lines} <= {"stuck", "failed"}
+    async with KubeEmulator(every_example(owner=None)) as emu:
+        unmarked = await runs(emu, tmp_path)
+        assert unmarked.lines == [] and unmarked.suggest_all
+        card = render_runs_card(build_runs_card(unmarked, command="/tau runs", now=NOW))
+        assert any("/tau runs --all" in t for t in card_texts(card.blocks))
+
+
+async def test_a_user_who_may_not_list_rayjobs_sees_the_jobs_and_permission_denied(tmp_path: Path) -> None:
+    async with KubeEmulator(every_example()) as emu:
+        emu.forbid("list", "rayjobs", user=ALICE.user)
+        listed = await runs(emu, tmp_path)
+        kinds = {line.kind for line in listed.lines}
+        assert kinds == {"Job"}
+        assert {line.run for line in listed.lines} == {n for n, _ in WITH_RUN if "-job-" in n}
+        assert listed.gaps == {"RayJobs": "permission denied (list rayjobs)"}
+        card = render_runs_card(build_runs_card(listed, command="/tau runs", now=NOW))
+        assert any("RayJobs: permission denied (list rayjobs)" in t for t in card_texts(card.blocks))
+
+
+def many_runs(count: int) -> list[dict]:
+    """``count`` runs cloned from the examples (new names and uids), all Alice's."""
+    base = every_example()
+    runs_of = {name: [o for o in base if name in str(o["metadata"].get("name", ""))
+                      or name in str((o.get("involvedObject") or {}).get("name", ""))] for name, _ in WITH_RUN}
+    objects = workspace_objects()
+    for i in range(count):
+        name, _ = WITH_RUN[i % len(WITH_RUN)]
+        clone = f"r{i:04d}-{name}"[:63].rstrip("-")
+        import json
+
+        text = json.dumps(runs_of[name]).replace(name, clone)
+        for uid in {o["metadata"].get("uid") for o in runs_of[name]} - {None}:
+            text = text.replace(uid, str(uuid.uuid5(uuid.NAMESPACE_URL, f"{clone}/{uid}")))
+        objects += copy.deepcopy(json.loads(text))
+    return objects
+
+
+async def test_500_runs_cost_the_same_requests_in_at_most_two_rounds_and_fit_a_card(tmp_path: Path) -> None:
+    async with KubeEmulator(many_runs(500), latency=0.01) as emu:
+        listed = await runs(emu, tmp_path, everyone=True)
+        assert len(listed.lines) == 500
+        requests = len(emu.requests)
+        assert requests == 1 + len(LISTS) == listed.requests  # the TauWorkspace and the LISTs: 9
+        assert emu.rounds() <= 2
+    card = render_runs_card(build_runs_card(listed, command="/tau runs --all", now=NOW))
+    assert len(card.blocks) <= MAX_BLOCKS and block_errors(card.blocks) == []
+    assert all(len(b["text"]["text"]) <= MAX_SECTION_TEXT for b in card.blocks if b["type"] == "section")
+    assert any("and 450 more" in t for t in card_texts(card.blocks))
+    async with KubeEmulator(many_runs(5), latency=0.01) as emu:
+        await runs(emu, tmp_path, everyone=True)
+        assert len(emu.requests) == requests  # 5 runs or 500: the same requests
