@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 command = StatusCommand(run=run_name(i), watch=True, interval=args.interval)
                 request = StatusRequest(command=command, identity=IDENTITY, channel=channel(i), user=USER,
                                         requested_at=datetime.now(UTC))
-                status_jobs.append(enqueue_request(RqQueue(queue), request, retries=0))
+                status_jobs.append(enqueue_request(RqQueue(queue), request))
             cards = {watch_id(channel(i), run_name(i)): i for i in range(n)}
             setup = time.perf_counter()
             while sum(conn.exists(state_key(wid)) for wid in cards) < n:  # the workers post every card

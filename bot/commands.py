@@ -300,7 +300,7 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
         timeout = settings.job_timeout_seconds
         if isinstance(command, NodesValidateCommand):  # the pods may take their --timeout to finish
             timeout = max(timeout, command.timeout_seconds + 60)
-        return enqueue_request(queue, request, timeout=timeout, retries=settings.job_retries)
+        return enqueue_request(queue, request, timeout=timeout, job_retries=settings.job_retries)
 
     return enqueue
 

@@ -13,7 +13,7 @@ from rq import Queue
 from rq.job import Job
 from rq.registry import ScheduledJobRegistry
 
-from workers.plumbing.jobqueue import RqQueue
+from workers.plumbing.jobqueue import RqQueue, tick_retry
 from workers.plumbing.metrics import UNTRUSTED_DROPPED
 from workers.plumbing.timed_jobs import (
     AHEAD_SECONDS,
@@ -42,7 +42,7 @@ def test_a_due_tick_is_queued_at_its_time_once_with_rqs_retries_and_no_record_be
     jobs = RqQueue(queue)
     start = time.time()
     jobs.enqueue_in(10, JOB, "w1", 3, job_id="w1-t3", exact=datetime.fromtimestamp(start + 10, UTC),
-                    retries=2, retry_interval=5, on_failure="workers.jobs.on_tick_failure")
+                    retry=tick_retry(5), on_failure="workers.jobs.on_tick_failure")
     # waiting, it is one member of the due set: no rq job record, nothing in rq's schedule
     assert not queue.connection.exists("rq:job:w1-t3") and ScheduledJobRegistry(queue=queue).get_job_ids() == []
     assert queue.connection.zscore(due_key(queue.name), TimedJob.parse(

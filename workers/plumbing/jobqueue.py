@@ -36,6 +36,9 @@ FAILURE_TTL_SECONDS = 7 * 24 * 3600
 FAILURE_CALLBACK = "workers.jobs.on_job_failure"
 
 
+TICK_RETRIES = 2  # a watch tick: a failed refresh is tried again at the watch's own cadence
+
+
 def retry_intervals(retries: int) -> list[int]:
     """One interval per retry, first to last. rq indexes its list from the end (by retries
     left), so a list longer than ``retries`` would skip the short first waits."""
@@ -43,13 +46,42 @@ def retry_intervals(retries: int) -> list[int]:
     return padded[:retries]
 
 
+@dataclass(frozen=True)
+class RetrySpec:
+    """How a job kind is retried — the one home of that answer (issue 39): at most ``retries``
+    more runs, after ``intervals`` seconds (first to last). What counts as worth a retry is the
+    failure callback's (`workers/jobs.py`: an outage only; any other error spends the rest)."""
+
+    retries: int = 0
+    intervals: tuple[int, ...] = ()
+
+    def rq(self) -> Retry | None:
+        return Retry(max=self.retries, interval=list(self.intervals)) if self.retries > 0 else None
+
+
+NEVER = RetrySpec()
+
+
+def retry_for(request: Request, job_retries: int) -> RetrySpec:
+    """A request's job: a command (`Request.retried`) rides out an outage — ``job_retries`` times
+    (`TAUBOT_JOB_RETRIES`) after `RETRY_INTERVALS`; a press acts once and is never retried."""
+    if not type(request).retried or job_retries <= 0:
+        return NEVER
+    return RetrySpec(job_retries, tuple(retry_intervals(job_retries)))
+
+
+def tick_retry(interval: int) -> RetrySpec:
+    """A watch tick: `TICK_RETRIES` more tries, each a watch interval later."""
+    return RetrySpec(TICK_RETRIES, (interval,) * TICK_RETRIES)
+
+
 class JobQueue(Protocol):
     def enqueue(self, job: str, *args: Any, job_id: str | None = None, timeout: int = 120,
-                retries: int = 0, meta: dict[str, Any] | None = None, description: str = "",
+                retry: RetrySpec = NEVER, meta: dict[str, Any] | None = None, description: str = "",
                 on_failure: str | None = FAILURE_CALLBACK) -> str: ...
 
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
-                   retries: int = 0, retry_interval: int = 5, description: str = "",
+                   retry: RetrySpec = NEVER, description: str = "",
                    on_failure: str | None = None, pipeline: Any = None,
                    exact: datetime | None = None) -> str: ...
 
@@ -66,12 +98,13 @@ def request_meta(request: Request) -> dict[str, Any]:
     }
 
 
-def enqueue_request(queue: JobQueue, request: Request, *, timeout: int = 120, retries: int = 2) -> str:
-    """Queue ``request`` for the job its class names; raises the queue's errors (Redis down)."""
-    retries = retries if type(request).retried else 0
-    meta = {**request_meta(request), "max_retries": retries}
+def enqueue_request(queue: JobQueue, request: Request, *, timeout: int = 120, job_retries: int = 0) -> str:
+    """Queue ``request`` for the job its class names, retried as `retry_for` says; raises the
+    queue's errors (Redis down)."""
+    retry = retry_for(request, job_retries)
+    meta = {**request_meta(request), "max_retries": retry.retries}
     return queue.enqueue(type(request).job, request.model_dump(mode="json"),
-                         job_id=f"tau-{uuid.uuid4().hex}", timeout=timeout, retries=retries,
+                         job_id=f"tau-{uuid.uuid4().hex}", timeout=timeout, retry=retry,
                          meta=meta, description=request.display())
 
 
@@ -82,14 +115,14 @@ class RqQueue:
         self.rq = queue
 
     def enqueue(self, job: str, *args: Any, job_id: str | None = None, timeout: int = 120,
-                retries: int = 0, meta: dict[str, Any] | None = None, description: str = "",
+                retry: RetrySpec = NEVER, meta: dict[str, Any] | None = None, description: str = "",
                 on_failure: str | None = FAILURE_CALLBACK) -> str:
         # One pipeline, so one round trip: without it rq sends two transactions (the queue's
         # registration, then the job and its push), and the ack waits for both (issue 16).
         with self.rq.connection.pipeline() as pipe:
             queued = self.rq.enqueue(
                 job, *args, job_id=job_id, job_timeout=timeout,
-                retry=Retry(max=retries, interval=retry_intervals(retries)) if retries > 0 else None,
+                retry=retry.rq(),
                 on_failure=Callback(on_failure) if on_failure else None,
                 result_ttl=RESULT_TTL_SECONDS, failure_ttl=FAILURE_TTL_SECONDS,
                 meta=meta or {}, description=description or job, pipeline=pipe,
@@ -98,15 +131,15 @@ class RqQueue:
         return str(queued.id)
 
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
-                   retries: int = 0, retry_interval: int = 5, description: str = "",
+                   retry: RetrySpec = NEVER, description: str = "",
                    on_failure: str | None = None, pipeline: Any = None, exact: datetime | None = None) -> str:
         """``exact``: a timed job (a watch tick's slot), due to the millisecond: it waits in the
         workers' own due set, not in rq's schedule, and a worker's `TickMover` claims it then
         (`workers/plumbing/timed_jobs.py`). Without ``exact``, rq's scheduler queues it after ``delay``."""
         if exact is not None:
-            timed = timed_jobs.TimedJob(id=job_id, job=job, args=args, timeout=timeout, retries=retries,
-                                   retry_interval=retry_interval, on_failure=on_failure,
-                                   description=description)
+            timed = timed_jobs.TimedJob(id=job_id, job=job, args=args, timeout=timeout, retries=retry.retries,
+                                        retry_interval=retry.intervals[0] if retry.intervals else 5,
+                                        on_failure=on_failure, description=description)
             timed_jobs.schedule(pipeline if pipeline is not None else self.rq.connection, self.rq.name, timed,
                            exact.timestamp())
             return job_id
@@ -114,7 +147,7 @@ class RqQueue:
         queued = self.rq.enqueue_in(
             timedelta(seconds=delay), job, *args,
             job_id=job_id, job_timeout=timeout,
-            retry=Retry(max=retries, interval=[retry_interval]) if retries > 0 else None,
+            retry=retry.rq(),
             on_failure=Callback(on_failure) if on_failure else None,
             result_ttl=timed_jobs.RESULT_TTL_SECONDS, failure_ttl=timed_jobs.FAILURE_TTL_SECONDS,
             description=description or job, pipeline=pipe,
@@ -164,14 +197,14 @@ class InlineQueue:
         self._cancelled: set[str] = set()
 
     def enqueue(self, job: str, *args: Any, job_id: str | None = None, timeout: int = 120,
-                retries: int = 0, meta: dict[str, Any] | None = None, description: str = "",
+                retry: RetrySpec = NEVER, meta: dict[str, Any] | None = None, description: str = "",
                 on_failure: str | None = FAILURE_CALLBACK) -> str:
         job_id = job_id or uuid.uuid4().hex
         heapq.heappush(self._due, _Due(self._now(), next(self._seq), job_id, job, args))
         return job_id
 
     def enqueue_in(self, delay: float, job: str, *args: Any, job_id: str, timeout: int = 120,
-                   retries: int = 0, retry_interval: int = 5, description: str = "",
+                   retry: RetrySpec = NEVER, description: str = "",
                    on_failure: str | None = None, pipeline: Any = None, exact: datetime | None = None) -> str:
         self._cancelled.discard(job_id)
         heapq.heappush(self._due, _Due(self._now() + timedelta(seconds=delay), next(self._seq),
@@ -203,4 +236,5 @@ class InlineQueue:
             self._on_error(what, exc)
 
 
-__all__ = ["InlineQueue", "JobQueue", "RqQueue", "enqueue_request", "request_meta", "resolve"]
+__all__ = ["NEVER", "TICK_RETRIES", "InlineQueue", "JobQueue", "RetrySpec", "RqQueue", "enqueue_request",
+           "request_meta", "resolve", "retry_for", "tick_retry"]

@@ -65,8 +65,8 @@ RESULT_TTL_SECONDS = 60
 FAILURE_TTL_SECONDS = 24 * 3600
 # The only functions a timed job may name: what taubot itself schedules with ``exact=``
 # (`workers.flows.watch.schedule.TICK_JOB`, `workers.flows.status.LINK_CHARTS_JOB`), and the failure
-# callback of a watch tick (`workers.flows.watch.schedule.TICK_FAILURE`). Anything else in the due set was not written
-# by taubot and is dropped.
+# callback of a watch tick (`workers.flows.watch.schedule.TICK_FAILURE`). Anything else in the due
+# set was not written by taubot and is dropped.
 TIMED_JOBS = frozenset({"workers.jobs.watch_tick", "workers.jobs.link_charts_job"})
 FAILURE_CALLBACKS = frozenset({"workers.jobs.on_tick_failure"})
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from workers.plumbing.conditional_write import Recorder, commit_if_unchanged
+from workers.plumbing.jobqueue import tick_retry
 from workers.services import Services
 
 from .state import WatchState, lock_name, save_state, state_key, tick_job_id
@@ -19,7 +20,6 @@ from .state import WatchState, lock_name, save_state, state_key, tick_job_id
 if TYPE_CHECKING:
     from redis.client import Pipeline
 
-TICK_RETRIES = 2
 TICK_JOB = "workers.jobs.watch_tick"
 TICK_FAILURE = "workers.jobs.on_tick_failure"
 # A paced card takes a slot of its own up to this long before its next tick would be due (the next
@@ -37,8 +37,8 @@ def schedule_tick(services: Services, state: WatchState, now: datetime, *,
     delay = max(0.0, (due - now).total_seconds())
     return services.queue.enqueue_in(
         delay, TICK_JOB, state.id, state.tick, job_id=tick_job_id(state.id, state.tick),
-        timeout=services.settings.job_timeout_seconds, retries=TICK_RETRIES,
-        retry_interval=state.interval, on_failure=TICK_FAILURE, exact=due,
+        timeout=services.settings.job_timeout_seconds, retry=tick_retry(state.interval),
+        on_failure=TICK_FAILURE, exact=due,
         description=f"watch {state.request.command.run} in {state.request.channel} #{state.tick}",
         pipeline=pipeline)
 
@@ -51,8 +51,8 @@ def retry_tick(services: Services, state: WatchState, delay: float, now: datetim
         services.queue.enqueue_in(
             delay, TICK_JOB, state.id, state.tick,
             job_id=f"{tick_job_id(state.id, state.tick)}-d{state.deferrals}",
-            timeout=services.settings.job_timeout_seconds, retries=TICK_RETRIES,
-            retry_interval=state.interval, on_failure=TICK_FAILURE, exact=now + timedelta(seconds=delay),
+            timeout=services.settings.job_timeout_seconds, retry=tick_retry(state.interval),
+            on_failure=TICK_FAILURE, exact=now + timedelta(seconds=delay),
             description=f"watch {state.request.command.run} in {state.request.channel} #{state.tick} (paced)",
             pipeline=pipe)
         pipe.execute()
