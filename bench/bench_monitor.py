@@ -2,8 +2,9 @@
 
 What runs: the Kubernetes API emulator in its own process (bench/emulator_process.py) with WATCH
 and bookmarks, the real `taubot monitor` process, a private `redis-server`, and the fake Slack on a
-thread here. One descriptor (and channel) per namespace. Each run is a Job, its Workload and one
-pod; 2 % are stuck from the start (1 % waiting for quota — one group post per namespace — and 1 %
+thread here. One descriptor (and channel) per namespace. Each run is a Job, its Workload and
+`--pods` pods (10 by default), each served as a real API server serves it (managedFields, kubectl's
+last-applied-configuration, env, mounts, the token volume); 2 % are stuck from the start (1 % waiting for quota — one group post per namespace — and 1 %
 crash-looping — one post each). Figures:
 
 * time from the monitor's start to its first post (goal ≤ 2 min);
@@ -24,6 +25,8 @@ The last line of each scenario keeps the old summary's form (`sweep CPU: first �
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import os
 import re
 import shutil
@@ -71,7 +74,63 @@ def channel(i: int) -> str:
 HOSTILE_LINE = ("a%3A%2F%2F" * 10_000)[:100_000]
 
 
-def objects(runs: int, namespaces: int, hostile: bool = False) -> list[dict[str, Any]]:
+# What a real API server and real clients add to every object, and the monitor never reads
+# (`kubectl get -o json --show-managed-fields` on Kubernetes 1.31, abridged): server-side apply's
+# managedFields, kubectl's last-applied-configuration, a pod's environment, mounts, probes and its
+# projected service-account token volume. The cache trims them on arrival (workers/monitor/trim.py).
+MANAGED_FIELDS = [
+    {"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kube-controller-manager",
+     "operation": "Update", "time": "2026-11-30T10:00:10Z",
+     "fieldsV1": {"f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:job-name": {},
+                                                                  "f:controller-uid": {}},
+                                 "f:ownerReferences": {".": {}, 'k:{"uid":"9271fbe7"}': {}}},
+                  "f:spec": {"f:containers": {'k:{"name":"trainer"}': {
+                      ".": {}, "f:env": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {},
+                      "f:resources": {".": {}, "f:limits": {}, "f:requests": {}},
+                      "f:terminationMessagePath": {}, "f:terminationMessagePolicy": {}}},
+                             "f:dnsPolicy": {}, "f:restartPolicy": {}, "f:schedulerName": {},
+                             "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}}}},
+    {"apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kubelet", "operation": "Update",
+     "subresource": "status", "time": "2026-11-30T10:01:40Z",
+     "fieldsV1": {"f:status": {"f:conditions": {'k:{"type":"ContainersReady"}': {".": {}, "f:status": {}},
+                                                'k:{"type":"Initialized"}': {".": {}, "f:status": {}},
+                                                'k:{"type":"Ready"}': {".": {}, "f:status": {}}},
+                               "f:containerStatuses": {}, "f:hostIP": {}, "f:hostIPs": {},
+                               "f:phase": {}, "f:podIP": {}, "f:podIPs": {}, "f:startTime": {}}}},
+]
+ENV = [{"name": "HF_HOME", "value": "/cache/hf"}, {"name": "NCCL_DEBUG", "value": "INFO"},
+       {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}, {"name": "OMP_NUM_THREADS", "value": "8"},
+       {"name": "MASTER_ADDR", "value": "run-master-0.run-headless"}, {"name": "MASTER_PORT", "value": "29500"},
+       {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}}}]
+TOKEN_VOLUME = {"name": "kube-api-access-x7k2p", "projected": {"defaultMode": 420, "sources": [
+    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                "path": "namespace"}]}}]}}
+
+
+def served(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as a real API server serves it (see MANAGED_FIELDS)."""
+    meta = obj["metadata"]
+    meta["managedFields"] = copy.deepcopy(MANAGED_FIELDS)
+    if obj.get("kind") in ("Job", "RayJob"):  # submitted with kubectl apply
+        meta.setdefault("annotations", {})["kubectl.kubernetes.io/last-applied-configuration"] = \
+            json.dumps({k: obj.get(k) for k in ("apiVersion", "kind", "spec")}) + "\n"
+    specs = [obj["spec"]] if obj.get("kind") == "Pod" else \
+        [(obj.get("spec") or {}).get("template", {}).get("spec") or {}] if obj.get("kind") == "Job" else []
+    for spec in specs:
+        spec.setdefault("volumes", []).append(copy.deepcopy(TOKEN_VOLUME))
+        for c in spec.get("containers") or []:
+            c["env"] = copy.deepcopy(ENV)
+            c["command"] = ["torchrun", "--nnodes=10", "--nproc-per-node=8", "train.py", "--config",
+                            "configs/llama-7b.yaml"]
+            c["volumeMounts"] = [{"name": "kube-api-access-x7k2p", "readOnly": True,
+                                  "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+            c["readinessProbe"] = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10}
+    return obj
+
+
+def objects(runs: int, namespaces: int, hostile: bool = False, pods: int = 10) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for n in range(namespaces):
         out.append(k8s.local_queue("team-a", ns=namespace(n)))
@@ -80,14 +139,16 @@ def objects(runs: int, namespaces: int, hostile: bool = False) -> list[dict[str,
         k = i // namespaces  # the run's place in its namespace: 2 % of each namespace is stuck
         if k % 100 == 0:
             j = k8s.job(name, ns=ns, suspend=True)
-            out += [j, k8s.workload(j, state="pending")]
+            out += [served(j), served(k8s.workload(j, state="pending"))]
             continue
-        j = k8s.job(name, ns=ns, suspend=False, active=1)
+        j = k8s.job(name, ns=ns, suspend=False, active=pods)
         message = HOSTILE_LINE if hostile and i == 50 * namespaces else None
-        container = (k8s.crash_loop(exit_code=1, reason="Error", message=message) if k % 100 == 50
-                     else k8s.running())
-        out += [j, k8s.workload(j, state="admitted"),
-                k8s.job_pod(j, node=f"gpu-node-{i % 600}", phase="Running", containers=[container])]
+        out += [served(j), served(k8s.workload(j, state="admitted"))]
+        for p in range(pods):  # one crash-looping pod makes the run stuck
+            container = (k8s.crash_loop(exit_code=1, reason="Error", message=message)
+                         if k % 100 == 50 and p == 0 else k8s.running())
+            out.append(served(k8s.job_pod(j, index=p, node=f"gpu-node-{(i * pods + p) % 600}",
+                                          phase="Running", containers=[container])))
     return out
 
 
@@ -178,12 +239,12 @@ def tops(fake: FakeSlack) -> list[Any]:
 
 
 def scenario(runs: int, namespaces: int, cluster_wide: bool, log_path: str | None = None,
-             measure_after: float = 0.0, hostile: bool = False) -> None:
+             measure_after: float = 0.0, hostile: bool = False, pods: int = 10) -> None:
     mode = "one cluster-wide WATCH per kind" if cluster_wide else "one WATCH per namespace and kind"
     if hostile:
         mode += "; one crash loop's termination message is a hostile 100 kB line"
-    print(f"\n== {runs:,} runs in {namespaces} namespaces ({mode}), 2 % stuck, interval {INTERVAL} s",
-          flush=True)
+    print(f"\n== {runs:,} runs in {namespaces} namespaces, {pods} pods each ({mode}), 2 % stuck, "
+          f"interval {INTERVAL} s", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="bench-monitor-"))
     port = free_port()
     redis_proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(port),
@@ -194,7 +255,7 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool, log_path: str | Non
     for line in redis_proc.stdout:
         if "Ready to accept connections" in line:
             break
-    items = objects(runs, namespaces, hostile)
+    items = objects(runs, namespaces, hostile, pods)
     try:
         with (EmulatorProcess(items, bookmarks=60) as emu,
               running_fake_slack(token=TOKEN, ts_clock=time.time) as fake):
@@ -216,6 +277,7 @@ def scenario(runs: int, namespaces: int, cluster_wide: bool, log_path: str | Non
                 first_post = time.monotonic() - started
                 wait(lambda: any(n == runs for _, n, _ in monitor.sweeps), 900, "a full sweep")
                 full_at = next(at for at, n, _ in monitor.sweeps if n == runs)
+                print(f"monitor peak RSS by its first full sweep: {monitor.peak_rss_mb():.0f} MB", flush=True)
                 streams = metric(metrics_port, "taubot_monitor_streams")
                 needed = 8 if cluster_wide else 8 * namespaces
                 wait(lambda: len(monitor.sweeps) >= 2 and monitor.sweeps[-1][0] > full_at, 600,
@@ -284,6 +346,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5000)
     parser.add_argument("--namespaces", type=int, default=50)
+    parser.add_argument("--pods", type=int, default=10, help="pods per running run")
     parser.add_argument("--cluster-wide", action="store_true")
     parser.add_argument("--log", help="write the monitor's log here (one scenario)")
     parser.add_argument("--measure-after", type=float, default=0.0,
@@ -295,11 +358,11 @@ def main() -> int:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the processes it started stop too
     if args.scale:
-        scenario(5000, 50, args.cluster_wide)
-        scenario(20000, 200, args.cluster_wide)
+        scenario(5000, 50, args.cluster_wide, pods=args.pods)
+        scenario(20000, 200, args.cluster_wide, pods=args.pods)
     else:
         scenario(args.runs, args.namespaces, args.cluster_wide, args.log, args.measure_after,
-                 args.hostile_line)
+                 args.hostile_line, args.pods)
     return 0
 
 

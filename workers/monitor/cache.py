@@ -19,9 +19,9 @@ Read with the bot's own read-only identity, only in the namespaces the
 WorkspaceConnection descriptors name (cluster-wide streams drop every object
 of another namespace on arrival). A namespace is *unread* until each of its
 kinds has been LISTed once; after that a failing stream keeps its objects
-(a stale cache, as an informer's), and says why in `errors`. Objects are
-stripped of what the engine never reads (`managedFields`, the
-last-applied-configuration annotation) so 20,000 runs fit in memory.
+(a stale cache, as an informer's), and says why in `errors`. Each object is
+trimmed as it arrives to what the monitor and the engine read (`trim.py`, as
+client-go's `SetTransform`), so 20,000 runs fit in memory.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from workers.kube.reader import KubeReader, ReadError, resource_path
+from workers.monitor.trim import trim
 from workers.plumbing import metrics
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,6 @@ HEALTHY_SECONDS = 30.0  # a WATCH that lived this long and ended cleanly resets 
 # read). client-go bounds the same herd with its client-side rate limiter; a bound on what is in
 # flight keeps each LIST's timeout for the LIST itself, not for the queue in front of it.
 LIST_IN_FLIGHT = 16
-DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
 @dataclass(frozen=True)
@@ -74,19 +74,6 @@ KINDS: tuple[Kind, ...] = (
     Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims"),
     Kind("Event", "", "v1", "events", field_selector="type=Warning"),
 )
-
-
-def strip(obj: dict) -> dict:
-    """The object without what no phase reads: server-side-apply bookkeeping and kubectl's copy of
-    the whole applied manifest (together often more than half of a Pod's bytes)."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-        notes = meta.get("annotations")
-        if isinstance(notes, dict):
-            for name in DROPPED_ANNOTATIONS:
-                notes.pop(name, None)
-    return obj
 
 
 @dataclass
@@ -268,7 +255,7 @@ class Cache:
             item.setdefault("kind", stream.kind.name)
             store = self._store_of(stream, item)
             if store is not None and id(store) in fresh:
-                fresh[id(store)][self._key(item)] = strip(item)
+                fresh[id(store)][self._key(item)] = trim(item)
         for store in self._stores_of(stream):
             store.objects, store.synced = fresh[id(store)], True
             store.changed.set()
@@ -295,7 +282,7 @@ class Cache:
                 if kind_of_event == "DELETED":
                     store.objects.pop(self._key(obj), None)
                 else:
-                    store.objects[self._key(obj)] = strip(obj)
+                    store.objects[self._key(obj)] = trim(obj)
                 store.changed.set()
         if version:  # BOOKMARK included: the stream resumes from there without a re-LIST
             stream.version = str(version)
@@ -402,4 +389,4 @@ class Cache:
         return [f"{s.label}: {s.error}" for s in self.streams.values() if s.error]
 
 
-__all__ = ["KINDS", "Backoff", "Cache", "Kind", "Store", "Stream", "strip"]
+__all__ = ["KINDS", "Backoff", "Cache", "Kind", "Store", "Stream"]
