@@ -12,7 +12,7 @@ from datetime import datetime
 
 from . import later_evidence, registry
 from .eta import training_eta
-from .gaps import PHASE_NEEDS, ReadGap
+from .gaps import PHASE_NEEDS, ReadGap, short_why
 from .layers import layer_info
 from .linkage import RunObjects, find_run, run_names
 from .models import (
@@ -130,6 +130,18 @@ def _apply_gaps(ctx: RunContext, results: dict[str, PhaseResult], gaps: dict[str
         })
 
 
+def _failed_reads(gaps: dict[str, ReadGap] | None, node_gaps: dict[str, str] | None) -> dict[str, str]:
+    """Every read that failed (a 403, a 5xx, a timeout), by resource: the first screen names them
+    (SPEC §7). A node not read because of a bound or not found is no failed read."""
+    out = {plural: gap.why for plural, gap in (gaps or {}).items()}
+    for text in (node_gaps or {}).values():
+        if text.startswith("permission denied"):
+            out.setdefault("nodes", short_why("forbidden", text))
+        elif text.startswith("unavailable"):
+            out.setdefault("nodes", short_why("unavailable", text))
+    return out
+
+
 def _absent(nodes: dict[str, dict], ctx: RunContext) -> dict[str, str]:
     """Offline: the run's nodes the dump does not hold are unknown, never healthy."""
     bound = {(p.get("spec") or {}).get("nodeName") for p in ctx.objs.pods}
@@ -222,4 +234,5 @@ def evaluate(
         next_action=action,
         evidence=evidence,
         layer_info=layer_info(layer, run, objs.namespace),
+        read_gaps=_failed_reads(gaps, node_gaps),
     )

@@ -26,6 +26,12 @@ class ReadGap(BaseModel):
     text: str
     detail: str = ""
 
+    @property
+    def why(self) -> str:
+        """The failure in a word or two, for the card's first screen (SPEC §7: `Could not read:
+        pods (HTTP 500)`): `permission denied`, `HTTP 500`, `timeout after 10 s`."""
+        return short_why(self.kind, self.text)
+
     def finding(self, namespace: str) -> Finding:
         if self.kind == "forbidden":
             return Finding(
@@ -43,3 +49,12 @@ class ReadGap(BaseModel):
             next_action=f"The Kubernetes API did not answer ({self.text}); retry — if it "
             "persists the platform checks the API server.",
         )
+
+
+def short_why(kind: str, text: str) -> str:
+    """`permission denied` for a 403; the reader's own detail (`HTTP 500`, `timeout after 10 s`,
+    `server disconnected`) from its `unavailable (…)` text otherwise (`ReadError.describe`)."""
+    if kind == "forbidden":
+        return "permission denied"
+    head, sep, rest = text.partition(" (")
+    return rest[:-1] if sep and head == "unavailable" and rest.endswith(")") else (text or "unavailable")

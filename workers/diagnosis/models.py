@@ -213,6 +213,9 @@ class Diagnosis(BaseModel):
                                                          description="(step, loss) of the log's last lines")
     lr_curve: list[tuple[float | None, float]] = Field(
         default_factory=list, description="(step, learning rate) the same lines state")
+    read_gaps: dict[str, Outside] = Field(
+        default_factory=dict, description="what a live collection could not read: resource plural → why "
+        "(`HTTP 500`, `permission denied`); SPEC §7 names each on the card's first screen")
 
     def phase(self, name: str) -> PhaseResult:
         for p in [*self.phases, *self.checks]:
