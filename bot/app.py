@@ -27,6 +27,7 @@ from bot.commands import ARRIVED, LISTENER_THREADS, NoMapping, Resolver, TauComm
 from bot.identity import IdentityResolver, load_identity_map
 from bot.presser import CONTEXT_KEY as PRESSER
 from bot.presser import identity_middleware
+from bot.runs_buttons import register_runs_listeners
 from bot.watch_buttons import StopWatchingButton
 from workers.config.settings import Settings
 from workers.contracts.ids import (
@@ -104,6 +105,7 @@ def build_app(
         token_verification_enabled=token_verification,
         listener_executor=ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="bolt"),
     )
+    register_runs_listeners(app, settings, commands.resolver, jobs)  # before the catch-all button listener
     register_listeners(app, commands, EscalateButton(settings, commands.resolver, jobs),
                        StopWatchingButton(commands.resolver, jobs),
                        MuteButton(settings, commands.resolver, jobs),

@@ -131,6 +131,7 @@ class FakeSlack:
         self._messages: dict[tuple[str, str], dict[str, Any]] = {}
         self._responses: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._views: list[dict[str, Any]] = []
+        self._home: dict[str, dict[str, Any]] = {}  # user id → the Home view published last
         self._faults: dict[str, deque[_Fault]] = defaultdict(deque)
         self._ts_second = 1764500000  # any fixed second: ts values only need to be unique and ordered
         self._ts_seq = 99
@@ -161,6 +162,7 @@ class FakeSlack:
             "usergroups.list": self._usergroups_list,
             "conversations.open": self._conversations_open,
             "views.open": self._views_open,
+            "views.publish": self._views_publish,
             "files.getUploadURLExternal": self._files_get_upload_url,
             "files.completeUploadExternal": self._files_complete_upload,
             "files.info": self._files_info,
@@ -311,6 +313,11 @@ class FakeSlack:
         """Views opened with ``views.open``, as the fake answered them."""
         with self._lock:
             return list(self._views)
+
+    def home_view(self, user_id: str) -> dict[str, Any] | None:
+        """The Home tab ``user_id`` sees: the view published last with ``views.publish``."""
+        with self._lock:
+            return self._home.get(user_id)
 
     def set_profile(self, user_id: str, profile: Mapping[str, Any]) -> None:
         """Add or replace a user (``email``, ``real_name``, ``deleted``, ``is_bot``, …)."""
@@ -903,6 +910,37 @@ class FakeSlack:
             "bot_id": self.bot_id,
         }
         self._views.append(answered)
+        return {"ok": True, "view": answered}
+
+
+    def _views_publish(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`views.publish` (docs.slack.dev/reference/methods/views.publish): ``user_id`` and a
+        ``view`` of type ``home`` (at most 100 blocks); an optional ``hash`` must be the one the
+        last publish answered, else ``hash_conflict``. The answer is the view, as Slack keeps it."""
+        user = str(params.get("user_id") or "")
+        if not user:
+            return {"ok": False, "error": "invalid_arguments"}
+        view = params.get("view")
+        if not isinstance(view, dict) or view.get("type") != "home":
+            return {"ok": False, "error": "invalid_arguments"}
+        errors = block_errors(view.get("blocks"), max_blocks=100)
+        if errors:
+            return {"ok": False, "error": "invalid_blocks", "errors": errors}
+        previous = self._home.get(user)
+        if params.get("hash") and previous is not None and params["hash"] != previous["hash"]:
+            return {"ok": False, "error": "hash_conflict"}
+        self._view_seq += 1
+        answered = {
+            "id": previous["id"] if previous else f"V{self._view_seq:010d}",
+            "team_id": self.team_id, "type": "home", "blocks": view.get("blocks", []),
+            "private_metadata": view.get("private_metadata", ""), "callback_id": view.get("callback_id", ""),
+            "state": {"values": {}}, "hash": f"{self._ts_second}.{self._view_seq:08d}",
+            "title": {"type": "plain_text", "text": "View Title"}, "clear_on_close": False,
+            "notify_on_close": False, "close": None, "submit": None, "previous_view_id": None,
+            "root_view_id": previous["id"] if previous else f"V{self._view_seq:010d}", "app_id": "A0TAUBOT",
+            "external_id": "", "app_installed_team_id": self.team_id, "bot_id": self.bot_id,
+        }
+        self._home[user] = answered
         return {"ok": True, "view": answered}
 
 

@@ -15,7 +15,8 @@ import tempfile
 from .errors import UsageError
 from .registry import REGISTERED, Parser
 
-MODULES = ("diagnose", "workspace", "logs", "cluster", "validate", "monitor", "services", "shell", "config")
+MODULES = ("diagnose", "runs", "workspace", "logs", "cluster", "validate", "monitor", "services", "shell",
+           "config")
 
 
 def build_parser() -> Parser:

@@ -180,7 +180,8 @@ def _load_in_taubot(values: dict[str, Any]) -> list[str]:
 
 
 def slack_manifest(mode: str, host: str | None) -> str:
-    """The template with the request URLs on ``host`` (HTTP) or Socket Mode on; scopes kept."""
+    """The template with the request URLs on ``host`` (HTTP) or Socket Mode on; scopes kept. The
+    request URLs include the events' (`app_home_opened`, for the Home tab: issue 37)."""
     text = MANIFEST_TEMPLATE.read_text()
     if host:
         text = text.replace(f"https://{TEMPLATE_HOST}/", f"https://{host}/")
