@@ -163,7 +163,7 @@ def test_quota_held_by_workloads_the_user_could_not_read_is_unknown_and_no_lates
     assert p is not None and p.unread_held == 8
     est = start_estimate(p, 16, [], NOW)
     assert est.latest is None
-    assert "8 nvidia.com/gpu of flavour h100 are held by Workloads you may not read" in est.unknown
+    assert "8 reserved nvidia.com/gpu in flavour h100 are held by no Workload you could read" in est.unknown
 
 
 def test_never_fits_by_the_queue_limit_says_the_numbers() -> None:

@@ -69,22 +69,23 @@ def _impersonated(requests) -> None:
 
 
 async def preemptor_answer(tmp_path: Path, setup=None):
+    """The status as a user gets it (its reads of the preemptor included), and the same reads made
+    again through `read_preemption` to count them."""
     async with KubeEmulator(preempted_cluster(), latency=0.05) as emu:
         if setup:
             setup(emu)
         report, api = await _reader_session(tmp_path, emu)
+        status_requests = list(emu.requests)
         before = len(emu.requests)
         async with api:
             workloads, events = await read_preemption(KubeReader(api, 10), report.linked_objects)
-        d = with_preemptor(report.diagnosis, report.linked_objects, workloads, events)
-        return report, d, emu.requests[before:]
+        again = with_preemptor(report.diagnosis, report.linked_objects, workloads, events)
+        assert again.phase(PHASE).preemption == report.diagnosis.phase(PHASE).preemption
+        return report, report.diagnosis, emu.requests[before:], status_requests, emu
 
 
 async def test_the_preemptor_is_named_when_the_users_read_finds_it(tmp_path: Path) -> None:
-    report, d, requests = await preemptor_answer(tmp_path)
-    # Before the read: only the condition (no priorities of the preemptor), not named.
-    before = report.diagnosis.phase(PHASE).preemption
-    assert before is not None and before.preemptor is None and before.preemptor_priority is None
+    report, d, requests, status_requests, _ = await preemptor_answer(tmp_path)
     pre = d.phase(PHASE).preemption
     assert pre is not None
     wl_name = k8s.workload_name(k8s.job("urgent-eval", ns="research"))
@@ -92,13 +93,18 @@ async def test_the_preemptor_is_named_when_the_users_read_finds_it(tmp_path: Pat
     assert (pre.preemptor_priority, pre.preemptee_priority, pre.source) == (1000, 100, "event")
     assert f"preempted by research/{wl_name} (Job/urgent-eval) in /{CQ}, priority 1000 over yours 100" \
         in d.phase(PHASE).summary
+    # then its place in the queue again
+    assert d.queue_position is not None and d.queue_position.position_in_cluster_queue == 1
     # Two requests, sent together: the Workloads by the job's uid, the Workload's events.
     assert len(requests) == 2 and len({r.round for r in requests}) == 1
     _impersonated(requests)
+    _impersonated(status_requests)
+    assert [r for r in status_requests if r.query.get("labelSelector") == f"kueue.x-k8s.io/job-uid="
+            f"{k8s.job('urgent-eval', ns='research')['metadata']['uid']}"]
 
 
 async def test_a_denied_read_of_the_preemptor_says_unavailable_and_why(tmp_path: Path) -> None:
-    _, d, requests = await preemptor_answer(
+    _, d, requests, _, _ = await preemptor_answer(
         tmp_path, lambda emu: emu.forbid("list", "workloads", user=ALICE.user, cluster_scope=True))
     pre = d.phase(PHASE).preemption
     assert pre is not None and pre.preemptor is None
@@ -106,6 +112,9 @@ async def test_a_denied_read_of_the_preemptor_says_unavailable_and_why(tmp_path:
     assert pre.preemptor_priority == 1000  # the event still gives the priorities
     assert f"preempted by a workload in /{CQ}, priority 1000 over yours 100" in d.phase(PHASE).summary
     assert "urgent-eval" not in d.phase(PHASE).summary
+    admission = next(x for x in d.contract()["phases"] if x["name"] == PHASE)
+    assert admission["preemption"]["preemptor"] is None
+    assert admission["preemption"]["preemptor_unavailable"].startswith("permission denied")
     _impersonated(requests)
 
 
@@ -170,5 +179,5 @@ async def test_a_denied_cluster_wide_list_uses_the_namespace_and_says_what_it_mi
     assert est.latest is None
     assert any(u.startswith("unavailable: permission denied (list workloads in all namespaces)")
                for u in est.unknown)
-    assert any("8 nvidia.com/gpu of flavour h100 are held by Workloads you may not read" in u for u in est.unknown)
+    assert any("8 reserved nvidia.com/gpu in flavour h100 are held by no Workload you could read" in u for u in est.unknown)
     _impersonated(extra)

@@ -76,14 +76,20 @@ async def test_position_in_the_cluster_queue_gpus_ahead_and_free_quota(tmp_path:
     d = report.diagnosis
     assert d.phase("Kueue admission").reason == "quota.waiting"
     # The card's first screen: the position, what the ones ahead ask for, the free quota.
+    # …then the start estimate (issue 35): the ClusterQueue reports 56 GPUs reserved, and the
+    # cluster-wide list of its holders (one more request, in round 3) names none: no time.
     first = ("*Queue:* 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 "
-             "ahead of you ask for 24 GPUs; 8 of 64 nvidia.com/gpu free in flavour h100")
+             "ahead of you ask for 24 GPUs; start: unknown: 56 reserved nvidia.com/gpu held by no Workload "
+             "you could read")
     assert queue_line(d) == first + " · more in *Details*"
     card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False))
-    assert queue_line(d) in "\n".join(card_texts(card.blocks))  # it fits beside the evidence here
+    # beside the evidence here: the position and the start (the GPUs ahead are in *Details*)
+    shown = "*Queue:* 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); start: "
+    assert shown in "\n".join(card_texts(card.blocks))
     line = phase_tree_text(d)
-    assert first.removeprefix("*Queue:* ") in line
-    assert "start time unknown: Kueue does not know when the running workloads end" in line
+    assert first.removeprefix("*Queue:* ").split("; start:")[0] in line
+    assert "8 of 64 nvidia.com/gpu free in flavour h100" in line
+    assert "start: unknown: 56 reserved nvidia.com/gpu in flavour h100 are held by no Workload" in line
     assert "queue: 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 ahead" \
         in render_text(d)
     qp = d.contract()["queue_position"]
@@ -99,10 +105,12 @@ async def test_position_in_the_cluster_queue_gpus_ahead_and_free_quota(tmp_path:
     assert_impersonated(requests)
     assert read.identity.user == ALICE.user
     # Round 2 reads the LocalQueue's list with the run's objects; round 3 the ClusterQueue's list and
-    # quota (its name comes from the LocalQueue); round 4 the Workload ahead in team-nlp (5 → 11).
+    # quota (its name comes from the LocalQueue) and, with them, the Workloads holding its quota
+    # (issue 35); round 4 the Workload ahead in team-nlp (5 → 12).
     assert rounds == 4, [(r.round, r.path) for r in requests]
-    assert (read.round, nlp.round) == (2, 4)
-    assert len(requests) == 11 and report.requests == 11
+    [holders] = [r for r in requests if r.query.get("fieldSelector") == f"status.admission.clusterQueue={CQ}"]
+    assert (read.round, holders.round, nlp.round) == (2, 3, 4)
+    assert len(requests) == 12 and report.requests == 12
 
 
 async def test_team_rbac_hides_the_other_namespaces_requests(tmp_path: Path) -> None:
@@ -206,7 +214,8 @@ def test_shell_demo_prints_the_queue_line() -> None:
     done = subprocess.run([sys.executable, "-m", "workers.cli", "shell", "--demo"],
                           input="/tau status llama-ft-queued\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "Queue: 1st of 3 in ClusterQueue cluster-queue (1st of 3 in your LocalQueue team-a)" in done.stdout
+    # ray-sweep-preempted (priority 100, issue 35) waits ahead of it in the same ClusterQueue.
+    assert "Queue: 2nd of 4 in ClusterQueue cluster-queue (2nd of 4 in your LocalQueue team-a)" in done.stdout
 
 
 async def test_a_watch_ticks_read_names_the_same_place_without_listing_the_namespace(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from .test_end_to_end import cluster, parent_and_card
 #  a fragment of what the layer does not prove)
 STUCK = [
     ("l4-job-waiting-for-quota", "llama-ft-7b", "Kueue admission", "queue-owner",
-     "insufficient unused quota for nvidia.com/gpu in flavor a100, 4 more needed", "admitted is not running"),
+     "insufficient unused quota for nvidia.com/gpu in flavor a100, 8 more needed", "admitted is not running"),
     ("l5-job-imagepull-unauthorized", "vit-pretrain", "Image pull", "image-owner",
      "insufficient_scope: authorization failed", "a Running pod means containers started"),
     ("l5-rayjob-head-crashloop", "ray-pretrain-13b", "RayCluster", "researcher",

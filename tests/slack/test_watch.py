@@ -238,9 +238,10 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
 
 def test_a_waiting_runs_ticks_read_its_queue_only_when_its_workload_changed_or_every_nth(
         slack_app_factory: Callable[..., SlackApp], tmp_path: Path) -> None:
-    """Issue 29: the queue position costs 5 reads (LocalQueue list, LocalQueue, the namespace's
-    Workloads, the ClusterQueue's list and the ClusterQueue), a tick's re-read 4 (issue 28: the
-    Workloads ahead are read by name, not the namespace's every one); a tick whose Workload kept its
+    """Issue 29: the queue position costs 6 reads (LocalQueue list, LocalQueue, the namespace's
+    Workloads, the ClusterQueue's list and the ClusterQueue, and — issue 35, for the start estimate —
+    the Workloads holding its quota), a tick's re-read 5 (issue 28: the Workloads ahead are read by
+    name, not the namespace's every one); a tick whose Workload kept its
     resourceVersion reuses the last position and makes none of them, until it is
     `watch_queue_every_ticks` ticks old."""
     app = slack_app_factory(identity_file=identity_file(tmp_path), slack_channel_burst=8,
@@ -258,7 +259,7 @@ def test_a_waiting_runs_ticks_read_its_queue_only_when_its_workload_changed_or_e
 
         wid = watch_id(CHANNEL, RUN)
         start_watch(app)
-        assert queue_reads() == 5  # the watch's first card (it counts as tick 0, as its first tick does)
+        assert queue_reads() == 6  # the watch's first card (it counts as tick 0, as its first tick does)
         memo = load_state(app.redis, wid).reads.queue  # type: ignore[union-attr]
         assert memo is not None and (memo.position.position_in_cluster_queue, memo.cluster_queue) == (
             1, "cluster-queue")
@@ -269,12 +270,12 @@ def test_a_waiting_runs_ticks_read_its_queue_only_when_its_workload_changed_or_e
         tick(app)
         # tick 1: read again, all but the namespace's Workloads: a tick reads those ahead by name
         # (none here: nobody is ahead in the LocalQueue), never every Workload of the namespace
-        assert queue_reads() == 4
+        assert queue_reads() == 5
         tick(app)
         tick(app)
         assert queue_reads() == 0  # ticks 2, 3
         tick(app)
-        assert queue_reads() == 4  # tick 4: three ticks after the last read, read whatever happened
+        assert queue_reads() == 5  # tick 4: three ticks after the last read, read whatever happened
         assert load_state(app.redis, wid).reads.queue_read_tick == 4  # type: ignore[union-attr]
 
 

@@ -38,6 +38,7 @@ from workers.collect.kueue import (
     read_queue,
     workload_version,
 )
+from workers.collect.kueue_forecast import read_preemption, with_preemption, with_preemptor
 from workers.collect.logs.seen import SeenStore, remember
 from workers.collect.logs.sources import LogAccess, log_evidence
 from workers.collect.plan import ReadPlan
@@ -64,7 +65,7 @@ from workers.diagnosis.models import (
     RunRef,
 )
 from workers.diagnosis.phases import POD_JUDGES, image_pull
-from workers.diagnosis.phases.admission import WAITING
+from workers.diagnosis.phases.admission import PREEMPTED, WAITING
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.podfacts import is_terminal
 from workers.diagnosis.profile import GpuProfile, unavailable_profile
@@ -534,14 +535,21 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
                              linked=collected.linked)
     memo: QueueMemo | None = None
     if report is None and waiting_for_quota(diagnosis):
+        preemption = None
         if isinstance(collected.queue, str) and queue_memo is not None:  # REUSED: nothing changed
             memo = queue_memo.model_copy(update={"fresh": False})
-            position = memo.position
+            position, preemption = memo.position, memo.preemption
+            if preemption is not None:  # the preemptor as the status read it (issue 35): no re-read
+                diagnosis = with_preemption(diagnosis, preemption)
         else:
-            position = _position(collected)
+            position = _position(collected, now)
+            if collected.linked is not None and diagnosis.phase(ADMISSION.name).preemption is not None:
+                found, events = await read_preemption(reader, collected.linked)  # one round, 2 requests
+                diagnosis = with_preemptor(diagnosis, collected.linked, found, events)
+                preemption = diagnosis.phase(ADMISSION.name).preemption
             if isinstance(collected.queue, QueueRead) and collected.workload_version:
                 memo = QueueMemo(workload_version=collected.workload_version, position=position,
-                                 cluster_queue=position.cluster_queue)
+                                 cluster_queue=position.cluster_queue, preemption=preemption)
         diagnosis = diagnosis.model_copy(update={"queue_position": position})
     return RunReport(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
                      requests=reader.requests_made - start, objects=objects, layer_report=report,
@@ -549,18 +557,19 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
 
 
 def waiting_for_quota(diagnosis: Diagnosis) -> bool:
-    """The answer is Kueue admission waiting for quota: the one answer a queue position serves."""
+    """The answer is Kueue admission waiting for quota — or preempted and requeued, when its place
+    in the queue is said again (issue 35): the answers a queue position serves."""
     return (diagnosis.first_incomplete == ADMISSION.name
-            and diagnosis.phase(ADMISSION.name).reason == WAITING.reason)
+            and diagnosis.phase(ADMISSION.name).reason in (WAITING.reason, PREEMPTED.reason))
 
 
-def _position(collected: Collected) -> QueuePosition:
+def _position(collected: Collected, now: datetime | None = None) -> QueuePosition:
     objs = collected.linked
     if not isinstance(collected.queue, QueueRead) or objs is None or objs.run is None:
         return QueuePosition(local_queue="?", unavailable="not read (Kueue had not suspended the run)")
     return position_from(collected.queue, run_uid=meta(objs.run).get("uid") or "",
                          workload_names={meta(w).get("name") for w in objs.workloads},
-                         run_workloads=objs.workloads)
+                         run_workloads=objs.workloads, now=now)
 
 
 def _layer_profile(report: LayerReport) -> GpuProfile:

@@ -28,10 +28,13 @@ import logging
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from workers.collect.kueue_forecast import read_holders, with_estimate
+from workers.diagnosis.preemption import Preemption
 from workers.diagnosis.queue_position import (
     QueuePosition,
     cohort_of,
@@ -71,6 +74,9 @@ class QueueRead:
     cluster_summary: dict | ReadError | None = None
     cluster_queue_object: dict | ReadError | None = None
     ahead: dict[tuple[str, str], dict | ReadError] = field(default_factory=dict)
+    # The Workloads holding the ClusterQueue's quota, cluster-wide (`kueue_forecast.read_holders`),
+    # read with the ClusterQueue's own reads: what the start estimate walks (issue 35).
+    holders: list[dict] | ReadError | None = None
 
 
 class QueueMemo(BaseModel):
@@ -82,6 +88,7 @@ class QueueMemo(BaseModel):
     position: QueuePosition
     cluster_queue: str | None = None
     fresh: bool = True
+    preemption: Preemption | None = None  # a preempted run's preemptor as last read (issue 35)
 
 
 class ClusterQueueNames:
@@ -247,7 +254,7 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
         calls.append(reader.list(resource_path(*KUEUE, "workloads", namespace), limit=PAGE_SIZE))
     if cluster_queue:
         calls += [_pending(reader, VISIBILITY_VERSIONS[0], "clusterqueues", None, cluster_queue),
-                  _cluster_queue(reader, cluster_queue)]
+                  _cluster_queue(reader, cluster_queue), read_holders(reader, cluster_queue)]
     answers = await asyncio.gather(*calls)
     summary, lq = answers[0], answers[1]
     workloads: list[dict] | ReadError = answers[2] if list_namespace else []
@@ -264,10 +271,11 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
         read.workloads = await _workloads(reader, local_ahead) if local_ahead else workloads
         return read
     if hinted and named == cluster_queue and version == VISIBILITY_VERSIONS[0]:
-        read.cluster_summary, read.cluster_queue_object = hinted
+        read.cluster_summary, read.cluster_queue_object, read.holders = hinted
     else:
-        read.cluster_summary, read.cluster_queue_object = await asyncio.gather(
-            _pending(reader, version, "clusterqueues", None, named), _cluster_queue(reader, named))
+        read.cluster_summary, read.cluster_queue_object, read.holders = await asyncio.gather(
+            _pending(reader, version, "clusterqueues", None, named), _cluster_queue(reader, named),
+            read_holders(reader, named))
     if isinstance(read.cluster_summary, dict):
         local = {workload_key(w) for w in workloads} if isinstance(workloads, list) else set()
         others = [k for k in _ahead_keys(read.cluster_summary, summary, run_uid)
@@ -352,8 +360,10 @@ def _quota_why(got: ReadError) -> str:
 
 
 def position_from(read: QueueRead, *, run_uid: str, workload_names: set[str],
-                  run_workloads: list[dict] | None = None) -> QueuePosition:
-    """The reads as position facts; a failed read is `unavailable` with its reason, never a guess."""
+                  run_workloads: list[dict] | None = None, now: datetime | None = None) -> QueuePosition:
+    """The reads as position facts; a failed read is `unavailable` with its reason, never a guess.
+    With ``now`` (the caller's clock) also the start estimate and never-fits (SPEC §5b) from the
+    ClusterQueue, the Workloads holding its quota and those ahead."""
     cq = None
     if isinstance(read.queue_object, dict):
         cq = (read.queue_object.get("spec") or {}).get("clusterQueue")
@@ -385,11 +395,29 @@ def position_from(read: QueueRead, *, run_uid: str, workload_names: set[str],
         quota, why = free_quota(read.cluster_queue_object, run_workloads or [])
         qp = qp.model_copy(update={"free_quota": quota, "free_quota_unavailable": why,
                                    "cohort": cohort_of(read.cluster_queue_object)})
+        if now is not None and run_workloads:
+            qp = with_estimate(qp, read.cluster_queue_object, run_workloads=run_workloads,
+                               namespace_workloads=workloads, holders=read.holders,
+                               ahead={k: v for k, v in read.ahead.items() if isinstance(v, dict)} | {
+                                   workload_key(w): w for w in workloads or []},
+                               ahead_keys=_ahead_in_order(read, run_uid), now=now)
     elif isinstance(read.cluster_queue_object, ReadError):
         qp = qp.model_copy(update={"free_quota_unavailable": _quota_why(read.cluster_queue_object)})
     else:
         qp = qp.model_copy(update={"free_quota_unavailable": "not read"})
     return qp
+
+
+def _ahead_in_order(read: QueueRead, run_uid: str) -> list[tuple[str, str]]:
+    """(namespace, name) of the Workloads ahead of the run in Kueue's order: the ClusterQueue's list
+    when it was read, else the LocalQueue's."""
+    if isinstance(read.cluster_summary, dict):
+        items = sorted((i for i in read.cluster_summary.get("items") or [] if isinstance(i, dict)),
+                       key=lambda i: int(i.get("positionInClusterQueue") or 0))
+        order = [workload_key(i) for i in items]
+        ahead = set(_ahead_keys(read.cluster_summary, read.summary, run_uid))
+        return [k for k in order if k in ahead]
+    return _local_ahead_keys(read.summary, run_uid) if isinstance(read.summary, dict) else []
 
 
 def meta_name(obj: dict) -> str:

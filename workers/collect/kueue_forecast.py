@@ -154,4 +154,20 @@ def with_preemptor(d: Diagnosis, objs: RunObjects, workloads: list[dict] | ReadE
     return d.model_copy(update={"phases": phases})
 
 
-__all__ = ["read_holders", "read_preemption", "with_estimate", "with_preemptor"]
+
+
+def with_preemption(d: Diagnosis, preemption: Preemption) -> Diagnosis:
+    """The answer with a preemption as an earlier read of the same, unchanged Workloads found it (a
+    watch tick reuses its status's read: the card does not lose the preemptor's name)."""
+    phase = d.phase(ADMISSION.name)
+    if phase.preemption is None:
+        return d
+    old_text = preemption_text(phase.preemption)
+    summary = str(phase.summary).replace(old_text, preemption_text(preemption)) if old_text in phase.summary \
+        else phase.summary
+    phases = [p.model_copy(update={"preemption": preemption, "summary": summary})
+              if p.name == ADMISSION.name else p for p in d.phases]
+    return d.model_copy(update={"phases": phases})
+
+
+__all__ = ["read_holders", "read_preemption", "with_estimate", "with_preemption", "with_preemptor"]

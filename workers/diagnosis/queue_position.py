@@ -42,6 +42,7 @@ class StartEstimate(BaseModel):
     earliest_because: str | None = Field(default=None, description="the card's words for `earliest`")
     latest_because: str | None = None
     caveat: str = CAVEAT
+    card: str = Field(default="", description="the card's first-screen words (estimate_text, short)")
 
 
 class FlavorQuota(BaseModel):

@@ -168,8 +168,8 @@ def start_estimate(pool: Pool, need: float, ahead: list[Waiting], now: datetime)
     unknown = [f"{h.key} holds {_amount(h.amount)} {pool.resource}: no time limit and no readable ETA"
                for h in pool.holders if h.deadline is None and h.eta is None]
     if pool.unread_held > 0:
-        unknown.append(f"{_amount(pool.unread_held)} {pool.resource} of flavour {pool.flavor} are held by "
-                       "Workloads you may not read")
+        unknown.append(f"{_amount(pool.unread_held)} reserved {pool.resource} in flavour {pool.flavor} are "
+                       "held by no Workload you could read")
     if pool.cohort_unread:
         unknown.append(f"cohort {pool.cohort}'s other ClusterQueues were not read: borrowing could start it "
                        "sooner than this")
@@ -190,9 +190,13 @@ def start_estimate(pool: Pool, need: float, ahead: list[Waiting], now: datetime)
     if latest is not None:
         l_why = ("the holders' time limits" if l_used else f"{_amount(_free(pool))} {pool.resource} free now")
         basis += [line for line in l_used if line not in basis]
-    return StartEstimate(earliest=_fmt(earliest) if earliest else None,
-                         latest=_fmt(latest) if latest else None, basis=basis, unknown=unknown,
-                         earliest_because=e_why, latest_because=l_why)
+    est = StartEstimate(earliest=_fmt(earliest) if earliest else None,
+                        latest=_fmt(latest) if latest else None, basis=basis, unknown=unknown,
+                        earliest_because=e_why, latest_because=l_why)
+    silent = sum(1 for h in pool.holders if h.deadline is None and h.eta is None)
+    unread = (f"{_amount(pool.unread_held)} reserved {pool.resource} held by no Workload you could read"
+              if pool.unread_held > 0 else None)
+    return est.model_copy(update={"card": short_text(est, now, silent_holders=silent, unread=unread)})
 
 
 def _free(pool: Pool) -> float:
@@ -204,6 +208,25 @@ def _free(pool: Pool) -> float:
 def _when(iso: str, now: datetime) -> str:
     at = datetime.fromisoformat(iso.replace("Z", "+00:00"))
     return f"{at:%H:%M} UTC" if at.date() == now.astimezone(UTC).date() else f"{at:%Y-%m-%d %H:%M} UTC"
+
+
+def short_text(est: StartEstimate, now: datetime, *, silent_holders: int, unread: str | None) -> str:
+    """The card's first-screen form: the times and their basis, or what is missing in counts
+    (`unknown: 2 holders have no time limit and no readable ETA`); the details are in *Details*."""
+    parts = []
+    if est.earliest:
+        parts.append(f"earliest ≈ {_when(est.earliest, now)} ({est.earliest_because})")
+    if est.latest:
+        parts.append(f"at the latest {_when(est.latest, now)} ({est.latest_because})")
+    if parts:
+        return ", ".join(parts)
+    missing = []
+    if silent_holders:
+        missing.append(f"{silent_holders} holder{'s have' if silent_holders != 1 else ' has'} no time limit "
+                       "and no readable ETA")
+    if unread:
+        missing.append(unread)
+    return "unknown: " + ("; ".join(missing) if missing else "the known releases do not free enough")
 
 
 def estimate_text(est: StartEstimate, now: datetime) -> str:
@@ -503,5 +526,6 @@ def snapshot_position(objs: RunObjects, now: datetime, etas: Mapping[str, dateti
 
 
 __all__ = ["CAVEAT", "Holder", "Pool", "StartEstimate", "Waiting", "build_pool", "estimate_text", "holder_of",
+           "short_text",
            "limit_seconds", "never_fits", "per_pod", "queue_order", "run_flavor", "snapshot_position",
            "start_estimate", "workload_request"]

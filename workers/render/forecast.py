@@ -60,12 +60,15 @@ def _ahead_text(qp: QueuePosition) -> str:
     return f"the {ahead} ahead of you in it{asks}"
 
 
-def start_text(qp: QueuePosition) -> str:
-    """The card's start line (SPEC §5b): the estimate and its basis, or that it can never fit; empty
-    when no estimate was made (the long form still says why the start time is unknown)."""
+def start_text(qp: QueuePosition, *, short: bool = False) -> str:
+    """The start (SPEC §5b): the estimate and its basis, or that it can never fit; empty when no
+    estimate was made (the long form still says why the start time is unknown). ``short``: the card's
+    first-screen words (missing holders counted, the caveat in *Details*)."""
     if qp.never_fits:
         return f"never: {qp.never_fits}"
-    return qp.start_time if qp.start_estimate is not None else ""
+    if qp.start_estimate is None:
+        return ""
+    return (qp.start_estimate.card or qp.start_time) if short else qp.start_time
 
 
 def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
@@ -87,9 +90,10 @@ def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
                      "visible to you)")
     quota = quota_text(qp)
     if short:  # the position first (the card's fallback keeps it alone), then the start and the quota
-        start = start_text(qp)
-        return "; ".join([*parts, *([f"start: {start}"] if start else []),
-                          *([quota] if qp.free_quota else [])])
+        start = start_text(qp, short=True)
+        if start:  # the estimate takes the quota's place (both are in *Details*)
+            return "; ".join([*parts, f"start: {start}"])
+        return "; ".join([*parts, *([quota] if qp.free_quota else [])])
     if qp.never_fits:
         parts.append(f"can never fit: {qp.never_fits}")
     if qp.cluster_queue_unavailable:
