@@ -1,21 +1,18 @@
 """`/tau runs` read live through the Kubernetes API emulator (issue 37).
 
 The namespace holds every bundled example's run at once (each renamed to its example's file
-name, as the demo cluster renames them: `shell/demo_cluster.py` `run_objects`), with the
-workspace's platform objects. Each line's verdict must be that run's own status's; a user who
+name, as the demo cluster renames them: `shell/demo_cluster.py` `run_objects`; the namespace is
+`bench/bench_runs.py`'s, which the benchmark measures), with the workspace's platform objects. Each line's verdict must be that run's own status's; a user who
 may list Jobs but not RayJobs sees the Jobs and "RayJobs: permission denied"; 500 runs cost the
 same fixed requests in at most two rounds, and the card stays within Block Kit's limits.
 """
 
 from __future__ import annotations
 
-import copy
-import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from bench.make_examples import EXAMPLES
-from shell.demo_cluster import run_objects
+from bench.bench_runs import WITH_RUN, every_example, many_runs
 from tests.fakes.kube_api import KubeEmulator
 from tests.fakes.slack_api import block_errors
 from tests.fixtures import k8s
@@ -29,25 +26,10 @@ from workers.kube.client import Identity, KubeClients
 from workers.render.cards import MAX_BLOCKS, MAX_SECTION_TEXT, card_texts
 from workers.render.runs_card import build_runs_card, render_runs_card
 
-from .conftest import workspace_objects, write_descriptor
+from .conftest import write_descriptor
 
 NOW = k8s.T0 + timedelta(minutes=30)  # the examples' judging time (workers/examples/README.md)
 ALICE = Identity(user="alice@example.com", groups=("team-vision",))
-# Every bundled example that has a run (the two "not found" ones hold only other runs).
-WITH_RUN = [(ex.file.removesuffix(".json"), ex.run) for ex, _ in EXAMPLES if ex.kind is not None]
-
-
-def every_example(owner: str | None = ALICE.user) -> list[dict]:
-    """The workspace plus every example's run under its own name, submitted by ``owner``."""
-    objects = workspace_objects()
-    for example, run in WITH_RUN:
-        for obj in run_objects(example, run, example):
-            if obj.get("kind") in ("Job", "RayJob") and obj["metadata"]["name"] == example and owner:
-                obj["metadata"].setdefault("annotations", {})[SUBMITTED_BY_ANNOTATION] = owner
-            objects.append(obj)
-    return objects
-
-
 async def runs(emu: KubeEmulator, tmp_path: Path, **kw):  # noqa: ANN201
     write_descriptor(tmp_path, emu.base_url)
     return await live_runs(load_descriptors(tmp_path), KubeClients(), ALICE, NOW, workspace="vision", **kw)
@@ -108,24 +90,6 @@ async def test_a_user_who_may_not_list_rayjobs_sees_the_jobs_and_permission_deni
         assert listed.gaps == {"RayJobs": "permission denied (list rayjobs)"}
         card = render_runs_card(build_runs_card(listed, command="/tau runs", now=NOW))
         assert any("RayJobs: permission denied (list rayjobs)" in t for t in card_texts(card.blocks))
-
-
-def many_runs(count: int) -> list[dict]:
-    """``count`` runs cloned from the examples (new names and uids), all Alice's."""
-    base = every_example()
-    runs_of = {name: [o for o in base if name in str(o["metadata"].get("name", ""))
-                      or name in str((o.get("involvedObject") or {}).get("name", ""))] for name, _ in WITH_RUN}
-    objects = workspace_objects()
-    for i in range(count):
-        name, _ = WITH_RUN[i % len(WITH_RUN)]
-        clone = f"r{i:04d}-{name}"[:63].rstrip("-")
-        import json
-
-        text = json.dumps(runs_of[name]).replace(name, clone)
-        for uid in {o["metadata"].get("uid") for o in runs_of[name]} - {None}:
-            text = text.replace(uid, str(uuid.uuid5(uuid.NAMESPACE_URL, f"{clone}/{uid}")))
-        objects += copy.deepcopy(json.loads(text))
-    return objects
 
 
 async def test_500_runs_cost_the_same_requests_in_at_most_two_rounds_and_fit_a_card(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from .errors import UsageError
 from .registry import REGISTERED, Parser
 
 MODULES = ("diagnose", "runs", "workspace", "logs", "cluster", "validate", "monitor", "services", "shell",
-           "config")
+           "config", "mcp")
 
 
 def build_parser() -> Parser:
