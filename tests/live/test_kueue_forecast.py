@@ -181,3 +181,41 @@ async def test_a_denied_cluster_wide_list_uses_the_namespace_and_says_what_it_mi
                for u in est.unknown)
     assert any("8 reserved nvidia.com/gpu in flavour h100 are held by no Workload you could read" in u for u in est.unknown)
     _impersonated(extra)
+
+
+async def test_a_waiting_runs_status_with_its_estimate_takes_at_most_three_rounds(tmp_path: Path) -> None:
+    """The figure (issue 35): the run (round 1), its own objects with the LocalQueue's list (round 2),
+    the ClusterQueue's list and quota with its holders (round 3; with the ClusterQueue's name already
+    known, round 2). Nobody ahead in another namespace here: no GETs of theirs."""
+    async with KubeEmulator(waiting_cluster(), latency=0.05) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        report = await diagnose_live(load_descriptors(tmp_path), run="train", identity=ALICE, now=NOW,
+                                     workspace="vision")
+        requests, rounds = list(emu.requests), emu.rounds()
+    qp = report.diagnosis.queue_position
+    assert qp is not None and qp.start_estimate is not None
+    assert qp.start_estimate.latest == "2026-11-30T10:50:02Z"  # bert's 1 h limit, the first release
+    assert rounds <= 3, [(r.round, r.path) for r in requests]
+    holders = [r for r in requests if r.query.get("fieldSelector") == f"status.admission.clusterQueue={CQ}"]
+    assert len(holders) == 1
+    _impersonated(requests)
+
+
+async def test_the_estimate_moves_when_a_holder_finishes(tmp_path: Path) -> None:
+    """A watch re-reads a waiting run's queue every few ticks: once bert (team-nlp) has finished (its
+    Workload gone, the ClusterQueue's reservation down to 8), the run's 8 are free now."""
+    async with KubeEmulator(waiting_cluster(), latency=0.05) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        registry = load_descriptors(tmp_path)
+        first = await diagnose_live(registry, run="train", identity=ALICE, now=NOW, workspace="vision")
+        bert = k8s.workload(k8s.job("bert", ns="team-nlp", queue="nlp", gpus=8, at=-600))
+        emu.delete("Workload", "team-nlp", bert["metadata"]["name"])
+        emu.upsert(k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=8, flavor="h100"))  # Kueue's own bookkeeping
+        later = await diagnose_live(registry, run="train", identity=ALICE, now=NOW + timedelta(minutes=5),
+                                    workspace="vision")
+    a, b = (r.diagnosis.queue_position.start_estimate for r in (first, later))  # type: ignore[union-attr]
+    assert a is not None and b is not None
+    # bert's 8 are free now: the run fits at once
+    assert a.latest == "2026-11-30T10:50:02Z"
+    assert b.earliest == b.latest == "2026-11-30T10:35:00Z"
+    assert b.basis == ["8 nvidia.com/gpu of flavour h100 free now"]
