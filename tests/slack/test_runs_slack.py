@@ -22,9 +22,16 @@ from tests.fakes.slack_signing import block_action_payload, signed_headers
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.contracts.ids import HOME_REFRESH_ACTION, OPEN_STATUS_ACTION
 from workers.diagnosis.linkage import SUBMITTED_BY_ANNOTATION
+from workers.flows.home import PUBLISHES_PER_MINUTE
+from workers.records import keys
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SECRET, SlackApp
 from .test_cards import card_text
+from .test_escalation import (
+    app,  # noqa: F401 - the fixture: Alice and Bob mapped, owner routes
+    press,
+    status_card,
+)
 
 RUNS = (("l4-job-waiting-for-quota", "llama-ft-7b", "llama-ft-queued"),
         ("l5-job-oomkilled", "llama-ft-7b", "llama-ft-oom"),
@@ -42,19 +49,19 @@ def alices_runs() -> list[dict[str, Any]]:
 
 
 @contextmanager
-def cluster(app: SlackApp) -> Iterator[KubeEmulator]:
+def cluster(slack: SlackApp) -> Iterator[KubeEmulator]:
     with running_emulator([*workspace_objects(), *alices_runs()]) as emu:
-        write_descriptor(app.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
+        write_descriptor(slack.settings.workspaces_dir, emu.base_url, channels=(CHANNEL,))
         yield emu
 
 
-def home_opened(app: SlackApp, user: str = ALICE) -> int:
+def home_opened(slack: SlackApp, user: str = ALICE) -> int:
     body = json.dumps({"token": "gIkuvaNzQIHg97ATvDxqgjtO", "team_id": "T0TAUGRID", "api_app_id": "A0TAUBOT",
                        "event": {"type": "app_home_opened", "user": user, "channel": "D0ALICEDM", "tab": "home",
                                  "event_ts": "1764498600.000100"},
-                       "type": "event_callback", "event_id": f"Ev0{len(app.fake.calls)}HOME",
+                       "type": "event_callback", "event_id": f"Ev0{len(slack.fake.calls)}HOME",
                        "event_time": 1764498600})
-    status, _, _ = app.post(body, headers=signed_headers(SECRET, body, content_type="application/json"))
+    status, _, _ = slack.post(body, headers=signed_headers(SECRET, body, content_type="application/json"))
     return status
 
 
@@ -148,3 +155,34 @@ def test_an_unmapped_users_home_tab_says_why(slack_app: SlackApp) -> None:
         view = slack_app.fake.home_view("U0STRANGER")
         assert view is not None and "cannot list your runs" in card_text(view["blocks"])
         assert emu.requests == []
+
+
+def test_the_home_tab_lists_the_users_watch_and_escalation(app: SlackApp) -> None:  # noqa: F811
+    """An escalation Alice pressed and a watch she started, as Redis holds them, on her Home tab."""
+    with cluster(app):
+        parent, card = status_card(app, "llama-ft-queued")
+        press(app, parent, card)  # Escalate to queue-owner (the fixture's default route)
+        assert app.command("status llama-ft-oom --watch")[0] == 200
+        app.work()
+        assert home_opened(app) == 200
+        app.work()
+        view = app.fake.home_view(ALICE)
+        assert view is not None
+        text = card_text(view["blocks"])
+        watches = text[text.index("Your watches"):text.index("Your recent escalations")]
+        assert "`llama-ft-oom` in vision" in watches
+        escalations = text[text.index("Your recent escalations"):]
+        assert "`llama-ft-queued` layer 4 → queue-owner" in escalations
+
+
+def test_past_the_workspaces_tier_4_budget_a_visit_publishes_nothing(slack_app: SlackApp) -> None:
+    minute = int(slack_app.clock.now().timestamp()) // 60
+    with cluster(slack_app) as emu:
+        slack_app.redis.set(keys.home_budget_key(minute), PUBLISHES_PER_MINUTE)
+        assert home_opened(slack_app) == 200
+        slack_app.work()
+        assert slack_app.fake.calls_to("views.publish") == [] and emu.requests == []
+        slack_app.redis.delete(keys.home_budget_key(minute))  # the next minute
+        assert home_opened(slack_app) == 200  # not cached: the skipped visit published nothing
+        slack_app.work()
+        assert slack_app.fake.home_view(ALICE) is not None
