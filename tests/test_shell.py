@@ -179,6 +179,58 @@ def test_the_watch_runs_beside_the_prompt_and_stop_watching_can_be_pressed() -> 
     assert "stopped" in after.lower() and "the run finished (succeeded)" not in after
 
 
+def test_a_second_watch_of_a_watched_run_joins_the_first_card() -> None:
+    """SPEC §7 (issue 38.8): the same `--watch` typed again while the first runs — in the demo,
+    whose clock stands still between the two commands — joins the first watch: no second card,
+    and the first card's Stop keeps working."""
+    import queue
+    import threading
+
+    from workers.cli.shell import demo_session
+
+    printed: list[str] = []
+    seen = threading.Condition()
+
+    def write(text: str) -> None:
+        with seen:
+            printed.append(text)
+            seen.notify_all()
+
+    def wait_for(needle: str, count: int = 1) -> str:
+        with seen:
+            assert seen.wait_for(lambda: "".join(printed).count(needle) >= count, timeout=60), \
+                "".join(printed)[-3000:]
+            return "".join(printed)
+
+    typed: queue.Queue[str | None] = queue.Queue()
+    go = threading.Semaphore(0)
+
+    def pace(_due: object) -> float:
+        go.acquire(timeout=60)
+        return 0.0
+
+    line = "/tau status resnet-watch --watch --interval 15"
+    with demo_session(write) as shell:
+        session = threading.Thread(target=shell.run, args=(iter(typed.get, None),),
+                                   kwargs={"echo": True, "background": True, "pace": pace})
+        session.start()
+        typed.put(line)
+        out = wait_for("Stop watching")
+        [stop] = re.findall(r"\[(\d+)\] (?:⏹️ )?Stop watching", out)
+        typed.put(line)
+        out = wait_for("joined this watch")
+        assert out.count("Stop watching") == 1  # no second card
+        typed.put(stop)
+        out = wait_for(f"▶ pressed [{stop}]")
+        typed.put(None)
+        for _ in range(20):
+            go.release()
+        session.join(timeout=60)
+    assert not session.is_alive()
+    after = "".join(printed).split(f"▶ pressed [{stop}]", 1)[1]
+    assert "not pressed on the card" not in after and "stopped" in after.lower()
+
+
 def test_the_readme_shell_line_with_placeholders_is_one_clear_line() -> None:
     env = {**os.environ, "TAUBOT_WORKSPACES_DIR": "…", "TAUBOT_IDENTITY_FILE": "…"}
     done = subprocess.run([sys.executable, "-m", "workers.cli", "shell", "--user", "U012ALICE", "--channel",

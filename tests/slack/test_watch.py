@@ -218,7 +218,9 @@ def test_card_follows_admission_to_running_and_each_transition_is_replied_once(a
         text = card_text(message["blocks"])  # type: ignore[index]
         assert "✅ Done: Submitted · Admission · Scheduling" in text and "Start · Ready" in text
         assert has_stop_button(message)  # type: ignore[arg-type]
-        lines = replies(app)
+        # SPEC §7: one reply for the tick, however many phases moved — a line for each.
+        assert len(replies(app)) == 2
+        lines = [line for reply in replies(app) for line in reply.split("\n")]
         for phase in ("Kueue admission", "Pod scheduling", "Image pull", "Container start", "Ready"):
             assert sum(line.startswith(f"*{phase}*: ") for line in lines) == 1, (phase, lines)
         # Pending since before the watch began: its true start is unknown, so "at least".

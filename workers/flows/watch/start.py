@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,10 @@ def start_watch(services: Services, request: StatusRequest, *, job: Job | None,
     conn = services.redis
     workspace = workspace_of(services, request)
     wid = watch_id(request.channel, workspace, request.command.run)
-    claim = job.id if job is not None else f"direct-{now.timestamp()}"
+    # The claim names this start: a retry of the same job finds its own claim and carries on; a
+    # second command never does — not even in the shell, whose clock may stand still between two
+    # commands (a time-based claim let a second `--watch` there take over the first card).
+    claim = job.id if job is not None else f"direct-{uuid.uuid4().hex}"
     max_minutes = services.settings.watch_max_minutes
     holder = conn.set(owner_key(wid), claim, nx=True, ex=max_minutes * 60 + 600)
     if not holder and (conn.get(owner_key(wid)) or b"").decode() != claim:

@@ -161,19 +161,17 @@ def run_tick(services: Services, wid: str, tick: int, *, now: datetime) -> dict[
 
 
 def _reply_transitions(services: Services, state: WatchState, diagnosis: Diagnosis, now: datetime) -> bool:
-    """One short thread reply per phase transition, oldest phase first; a reply the pace defers
-    leaves that phase's old state recorded, so the next tick replies instead. False when one was
-    deferred."""
-    all_sent = True
-    for name, old, new in transitions(state, diagnosis):
-        sent = services.surface.post(state.request.channel, transition_text(state, name, old, new, now),
-                                     thread_ts=state.parent_ts, paced=0)
+    """One short thread reply per tick (SPEC §7: one per tick at most, however many phases moved):
+    a line per phase transition, in the tree's order. A reply the pace defers leaves the old states
+    recorded, so the next tick replies instead. False when it was deferred."""
+    moved = transitions(state, diagnosis)
+    if moved:
+        text = "\n".join(transition_text(state, name, old, new, now) for name, old, new in moved)
+        sent = services.surface.post(state.request.channel, text, thread_ts=state.parent_ts, paced=0)
         if isinstance(sent, Failed):
-            all_sent = False
-            diagnosis = diagnosis.model_copy(update={
-                "phases": [p for p in diagnosis.phases if p.name != name]})
+            return False
     record_phases(state, diagnosis, now)
-    return all_sent
+    return True
 
 
 def end(services: Services, state: WatchState, reason: str, now: datetime, *, card_updated: bool,
