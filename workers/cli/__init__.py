@@ -19,8 +19,20 @@ MODULES = ("diagnose", "runs", "workspace", "logs", "cluster", "validate", "moni
            "config", "mcp")
 
 
-def build_parser() -> Parser:
-    for name in MODULES:
+# Which module registers each subcommand: `taubot diagnose …` imports the diagnose module only
+# (a cold live status paid ~0.2 s importing the Slack front end, the monitor, the shell and the
+# rest it never runs, issue 36). Anything else (`--help`, a typo) imports them all, so the usage
+# lists every command.
+COMMAND_MODULES = {"diagnose": "diagnose", "examples": "diagnose", "runs": "runs", "workspace": "workspace",
+                   "logs": "logs", "cluster": "cluster", "validate": "validate", "monitor": "monitor",
+                   "serve": "services", "worker": "services", "shell": "shell", "demo": "shell",
+                   "config": "config", "mcp": "mcp"}
+
+
+def build_parser(argv: list[str] | None = None) -> Parser:
+    """The parser for ``argv``'s subcommand (importing only its module), or for all of them."""
+    wanted = COMMAND_MODULES.get(argv[0]) if argv else None
+    for name in [wanted] if wanted in MODULES else MODULES:
         importlib.import_module(f"{__name__}.{name}")
     parser = Parser(prog="taubot", description="Diagnose stuck TauGrid training runs.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -51,8 +63,9 @@ def _multiprocess_metrics(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _multiprocess_metrics(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser()
+    args_given = list(sys.argv[1:] if argv is None else argv)
+    _multiprocess_metrics(args_given)
+    parser = build_parser(args_given)
     try:
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)

@@ -6,7 +6,9 @@ Why this shape (SPEC §11 "Text from the cluster in Slack", issue 34):
   pyproject) knows — cloud keys, GitHub/Slack/Stripe/npm/PyPI/OpenAI tokens,
   JWTs, private keys, basic-auth URLs, SendGrid, Twilio, Mailchimp, Discord,
   Telegram, Square, Artifactory — are its own `RegexBasedDetector.denylist`
-  patterns, imported, not copied. Its patterns that use look-around (the
+  patterns, read from it, not copied by hand (`detect_secrets_table.py` keeps
+  them for the pinned version so a cold CLI need not import it; a test holds
+  the two equal). Its patterns that use look-around (the
   IBM/Cloudant/Softlayer keyword forms, GitLab's) cannot run in RE2 and are
   covered by taubot's own keyword and prefix rules below.
 * **Taubot's own shapes** for what it lacks: Hugging Face `hf_…`, W&B keys and
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import inspect
+import importlib.util
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,26 +43,8 @@ from functools import lru_cache
 from urllib.parse import unquote
 
 import re2
-from detect_secrets.plugins import (
-    artifactory,
-    aws,
-    azure_storage_key,
-    basic_auth,
-    discord,
-    github_token,
-    jwt,
-    mailchimp,
-    npm,
-    openai,
-    pypi_token,
-    sendgrid,
-    slack,
-    square_oauth,
-    stripe,
-    telegram_token,
-    twilio,
-)
-from detect_secrets.plugins.base import RegexBasedDetector
+
+from workers.outside import detect_secrets_table
 
 REDACTED = "[redacted]"
 
@@ -110,8 +94,35 @@ _DETECTOR_WORDS: dict[str, tuple[str, ...]] = {
 _SKIP = {"PrivateKeyDetector"}
 
 
-def _detectors() -> tuple[Rule, ...]:
-    rules: list[Rule] = []
+def detector_table() -> tuple[tuple[str, int, str, bool, bool], ...]:
+    """Every detect-secrets denylist pattern, as (detector, index, pattern, ignore case, has a group),
+    read from the installed detect-secrets. Importing it costs a cold CLI ~0.1 s (it pulls
+    `requests`), so `detect_secrets_table.py` holds this table for the pinned version (tests/outside
+    checks the two agree), and detect-secrets is imported only when another version is installed."""
+    import inspect
+
+    from detect_secrets.plugins import (
+        artifactory,
+        aws,
+        azure_storage_key,
+        basic_auth,
+        discord,
+        github_token,
+        jwt,
+        mailchimp,
+        npm,
+        openai,
+        pypi_token,
+        sendgrid,
+        slack,
+        square_oauth,
+        stripe,
+        telegram_token,
+        twilio,
+    )
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    table: list[tuple[str, int, str, bool, bool]] = []
     for module in (artifactory, aws, azure_storage_key, basic_auth, discord, github_token, jwt, mailchimp,
                    npm, openai, pypi_token, sendgrid, slack, square_oauth, stripe, telegram_token, twilio):
         for name, cls in inspect.getmembers(module, inspect.isclass):
@@ -119,12 +130,32 @@ def _detectors() -> tuple[Rule, ...]:
                     or cls.__module__ != module.__name__ or name in _SKIP):
                 continue
             for index, pattern in enumerate(cls().denylist):
-                source = pattern.pattern
-                flags = "(?i)" if pattern.flags & re.IGNORECASE else ""
-                # A detector with a capture group reports that group as the secret.
-                rules.append(Rule(f"detect-secrets:{name}:{index}", _DETECTOR_WORDS.get(name, ()),
-                                  re2.compile(flags + source, _OPTIONS), 1 if pattern.groups else 0))
-    return tuple(rules)
+                table.append((name, index, pattern.pattern, bool(pattern.flags & re.IGNORECASE),
+                              bool(pattern.groups)))
+    return tuple(table)
+
+
+def installed_version() -> str | None:
+    """detect-secrets' version as installed, read from its `__version__.py` without importing it."""
+    spec = importlib.util.find_spec("detect_secrets")
+    origin = spec.origin if spec is not None else None
+    if not origin:
+        return None
+    try:
+        with open(origin.rsplit("/", 1)[0] + "/__version__.py", encoding="utf-8") as handle:
+            found = re.search(r"VERSION\s*=\s*['\"]([^'\"]+)['\"]", handle.read())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def _detectors() -> tuple[Rule, ...]:
+    table = (detect_secrets_table.TABLE if installed_version() == detect_secrets_table.VERSION
+             else detector_table())
+    # A detector with a capture group reports that group as the secret.
+    return tuple(Rule(f"detect-secrets:{name}:{index}", _DETECTOR_WORDS.get(name, ()),
+                      re2.compile(("(?i)" if ignore_case else "") + source, _OPTIONS), 1 if grouped else 0)
+                 for name, index, source, ignore_case, grouped in table)
 
 
 # -------------------------------------------------------------- taubot's own
@@ -343,4 +374,4 @@ def redact(text: str) -> str:
     return _redact_full(text)
 
 
-__all__ = ["REDACTED", "RULES", "Rule", "redact", "replace", "spans"]
+__all__ = ["REDACTED", "RULES", "Rule", "detector_table", "installed_version", "redact", "replace", "spans"]
