@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", default="1,2",
                         help="server process counts to measure the ack at, comma-separated; the "
                         "worker figures use the last")
+    parser.add_argument("--ack-only", action="store_true",
+                        help="only the ack figures (no worker): e.g. to profile the server under bursts")
     args = parser.parse_args(argv)
 
     queue_name = f"taubot-bench-{uuid.uuid4().hex[:8]}"
@@ -222,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             with serve_http({**os.environ, **env}, processes=counts[-1]) as base:  # its own process
                 url = base + EVENTS_PATH
                 ack_figure(url, fake, queue, args.commands, counts[-1], args.bursts)
+                if args.ack_only:
+                    return 0
 
                 worker_env = {**os.environ, **env}
                 for _ in range(args.workers):

@@ -23,7 +23,7 @@ from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
 from bot.buttons import DetailsButton, EscalateButton, MuteButton, ValidateNodesButton
-from bot.commands import ARRIVED, LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
+from bot.commands import ARRIVED, DEADLINE, LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
 from bot.presser import CONTEXT_KEY as PRESSER
 from bot.presser import identity_middleware
@@ -125,7 +125,7 @@ def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton
     @app.command(SLASH_COMMAND)
     def on_tau(ack: Ack, command: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack(**commands.handle(command, respond, arrived=context.get(ARRIVED),
-                             presser=context.get(PRESSER)).ack_kwargs())
+                             presser=context.get(PRESSER), deadline=context.get(DEADLINE)).ack_kwargs())
 
     @app.action(ESCALATE_ACTION)
     def on_escalate(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:

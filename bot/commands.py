@@ -6,14 +6,24 @@ payload (Slack's slash-command fields) to `TauCommands.handle` and show the
 user an error when a slash command is not answered within 3 seconds, and two
 steps before the answer can stall — identity resolution may ask Slack
 (`users.info`, `usergroups.list`) and enqueueing talks to Redis. So parsing
-happens inline (pure, fast) and "authorize + enqueue" runs on a small pool
-within `ACK_BUDGET_SECONDS`; when it is slower, the user gets a "still
-working" note and the eventual refusal or error through `response_url`.
+happens inline (pure, fast) and "authorize + enqueue" runs within
+`ACK_BUDGET_SECONDS`; when it is slower, the user gets a "still working" note
+and the eventual refusal or error through `response_url`.
+
+Who keeps the deadline: behind `taubot serve http` the HTTP server does (an
+`AckDeadline` in the request context): the listener authorizes and enqueues on
+its own dispatch thread, and should it still be at it when the budget is spent,
+the server's event loop answers "still working" itself. Elsewhere (Socket Mode,
+the shell) the work goes to a small pool and the listener waits for it at most
+the budget. Why not the pool everywhere: each ack then crossed threads four
+times instead of two, and under a burst on a busy machine every crossing is a
+wait for the scheduler (bench/ack_latency.py, issue 36).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -61,7 +71,47 @@ log = logging.getLogger(__name__)
 ACK_BUDGET_SECONDS = 2.0
 # The request context key the HTTP server sets to the request's arrival (`time.monotonic`).
 ARRIVED = "taubot_arrived"
+# …and the key of its `AckDeadline` for the command (the server keeps the deadline).
+DEADLINE = "taubot_ack_deadline"
 LISTENER_THREADS = 32
+
+
+class AckDeadline:
+    """When a command's ack is due, and who gives it: the listener (its reply) or, once the
+    budget is spent, the HTTP server ("still working"). Each side claims under one lock, so
+    exactly one of them answers Slack."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at  # on `time.monotonic`
+        self._lock = threading.Lock()
+        self._armed = False  # the listener runs the command inline, held to `at`
+        self._passed = False  # the server passed `at` with nothing armed: it waits for the listener
+        self._owner: str | None = None
+
+    def arm(self) -> bool:
+        """The listener will authorize and enqueue inline; False when the server already passed
+        the deadline unarmed (the listener then answers "still working" at once itself)."""
+        with self._lock:
+            if self._passed:
+                return False
+            self._armed = True
+            return True
+
+    def expire(self) -> bool:
+        """The server at the deadline: True when it answers now ("still working")."""
+        with self._lock:
+            if self._armed and self._owner is None:
+                self._owner = "server"
+                return True
+            self._passed = True
+            return False
+
+    def settle(self) -> bool:
+        """The listener is done: True when its reply is the ack (the server did not answer)."""
+        with self._lock:
+            if self._owner is None:
+                self._owner = "listener"
+            return self._owner == "listener"
 
 
 class Resolver(Protocol):
@@ -195,13 +245,15 @@ class TauCommands:
         )
 
     def handle(self, payload: dict[str, Any], respond: Callable[..., Any], *,
-               arrived: float | None = None, presser: Presser | None = None) -> Reply:
+               arrived: float | None = None, presser: Presser | None = None,
+               deadline: AckDeadline | None = None) -> Reply:
         """The ephemeral ack for one slash command; later news, if any, goes to ``respond``.
 
         ``arrived`` (on ``clock``) is when the HTTP server read the request: the budget runs
         from then, not from when a dispatch thread got to it, so a command that queued behind
         stalled ones (Redis hanging) still acks within Slack's 3 s — "still working" at once —
-        instead of waiting a whole budget of its own."""
+        instead of waiting a whole budget of its own. With ``deadline`` (the HTTP server's) the
+        work runs on this thread and the server answers "still working" should it be late."""
         started = self.clock() if arrived is None else arrived
         try:
             command = parse(str(payload.get("text") or ""))
@@ -212,6 +264,14 @@ class TauCommands:
             self._audit(payload, None, "help", None, "help", started)
             return help_reply(command.topic)
         presser = presser or Presser(self.resolver, str(payload.get("user_id") or ""))
+        if deadline is not None and deadline.at > self.clock() and deadline.arm():
+            reply, outcome, identity = self.authorize_and_enqueue(command, payload, presser)
+            if deadline.settle():
+                self._audit(payload, identity, command.verb, command, outcome, started)
+                return reply
+            self._audit(payload, None, command.verb, command, "pending", started)  # the server said so
+            self._deliver_late(reply, outcome, respond)
+            return STILL_WORKING
         future = self.executor.submit(self.authorize_and_enqueue, command, payload, presser)
         try:
             left = max(0.0, started + self.ack_budget - self.clock())
@@ -263,10 +323,18 @@ class TauCommands:
         """After a "still working" ack: tell the user only if nothing was started."""
         try:
             reply, outcome, _ = done.result()
+        except Exception:  # noqa: BLE001 - a thread callback has nobody to raise to
+            log.exception("could not deliver a late /tau reply")
+            return
+        self._deliver_late(reply, outcome, respond)
+
+    @staticmethod
+    def _deliver_late(reply: Reply, outcome: str, respond: Callable[..., Any]) -> None:
+        try:
             audit("command-late", outcome=outcome)
             if not reply.queued:
                 respond(text=reply.text, response_type="ephemeral", replace_original=False)
-        except Exception:  # noqa: BLE001 - a thread callback has nobody to raise to
+        except Exception:  # noqa: BLE001 - after the ack nobody is there to raise to
             log.exception("could not deliver a late /tau reply")
 
 
@@ -305,5 +373,5 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
     return enqueue
 
 
-__all__ = ["ACK_BUDGET_SECONDS", "ARRIVED", "NoMapping", "Reply", "TauCommands", "help_reply",
+__all__ = ["ACK_BUDGET_SECONDS", "ARRIVED", "DEADLINE", "STILL_WORKING", "AckDeadline", "NoMapping", "Reply", "TauCommands", "help_reply",
            "queue_enqueuer", "usage_reply"]

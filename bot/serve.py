@@ -28,7 +28,10 @@ spreads connections evenly), halve the queue: p50 16 ms, p99 27 ms
 accepting socket, and a burst landed mostly on one worker (p50 22 ms). Few
 threads are safe because the ack budget runs from the request's arrival
 (`ARRIVED` in the request context): a command that queued behind stalled ones
-answers "still working" at once.
+answers "still working" at once. The event loop keeps each command's deadline
+(`AckDeadline`): the listener authorizes and enqueues on its dispatch thread,
+and should it still be at it when the budget is spent, the loop answers
+"still working" itself — so an ack crosses threads twice, not four times.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from aiohttp import web
 from slack_bolt import App, BoltResponse
 from slack_bolt.request import BoltRequest
 
-from bot.commands import ARRIVED
+from bot.commands import ACK_BUDGET_SECONDS, ARRIVED, DEADLINE, STILL_WORKING, AckDeadline
 from workers.plumbing.health_http import HEALTH_PATH, METRICS_PATH, READY_PATH, Ready, answer
 
 log = logging.getLogger(__name__)
@@ -101,10 +104,17 @@ def web_app(app: App, ready: Ready | None = None, *, threads: int = DISPATCH_THR
             return _text(404, "not found")
         arrived = time.monotonic()
         body = (await request.read()).decode("utf-8", errors="replace")
+        deadline = AckDeadline(arrived + ACK_BUDGET_SECONDS)
         bolt_request = BoltRequest(body=body, query=request.query_string,
                                    headers={k.lower(): request.headers.getall(k) for k in request.headers},
-                                   context={ARRIVED: arrived})
-        response = await asyncio.get_running_loop().run_in_executor(executor, app.dispatch, bolt_request)
+                                   context={ARRIVED: arrived, DEADLINE: deadline})
+        dispatched = asyncio.get_running_loop().run_in_executor(executor, app.dispatch, bolt_request)
+        try:
+            response = await asyncio.wait_for(asyncio.shield(dispatched), max(0.0, deadline.at - time.monotonic()))
+        except TimeoutError:
+            if deadline.expire():  # a command still authorizing or enqueueing: Slack hears now
+                return web.json_response(STILL_WORKING.ack_kwargs())
+            response = await dispatched  # the listener had not started: it answers at once itself
         return _to_aiohttp(response)
 
     async def health(request: web.Request) -> web.StreamResponse:
