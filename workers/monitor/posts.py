@@ -348,6 +348,23 @@ def _restate(services: Services, ws: str, key: str, record: PostRecord, c: Candi
 # ------------------------------------------------------------------ groups
 
 
+def start_note(diagnoses: list[Diagnosis]) -> str:
+    """`; the next start ≈ 14:20 UTC` for runs waiting in one ClusterQueue (SPEC §7b, issue 35): the
+    soonest start any of them has an estimate for — its ETA-based `earliest`, else its time-limit
+    `latest` (`at the latest`) — or nothing when none has one (never a time without a basis)."""
+    best: tuple[str, str] | None = None
+    for d in diagnoses:
+        qp = d.queue_position or next((p.forecast for p in d.phases if p.forecast is not None), None)
+        est = qp.start_estimate if qp is not None else None
+        at = (est.earliest or est.latest) if est is not None else None
+        if est is not None and at and (best is None or at < best[0]):
+            best = (at, "≈" if est.earliest else "at the latest")
+    if best is None:
+        return ""
+    when = datetime.fromisoformat(best[0].replace("Z", "+00:00"))
+    return f"; the next start {best[1]} {when:%H:%M} UTC"
+
+
 def _rows(members: dict[str, dict[str, str]]) -> list[tuple[str, str, str]]:
     return [(m["run"], m["phase"], m["since"]) for m in sorted(members.values(), key=lambda m: m["run"])]
 
@@ -374,6 +391,7 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
     now_members = {c.uid: {"run": c.stall.run, "phase": c.stall.phase, "since": _stamp(c.stall.since)}
                    for c in members}
     first = sorted(members, key=lambda c: c.stall.run)[0]
+    shown = label + start_note([c.diagnosis for c in members])  # the stored label stays the cause's
     if record is None or record.state != "stalled":
         offer_box: list[Any] = []
         mute, mute_id = _mute_button(services)
@@ -382,11 +400,11 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
             offer = offer_escalation(services, first.live, channel=channel, thread_ts="",
                                      requested_by="monitor", now=services.clock.now())
             offer_box.append(offer)
-            return build_group_card(label, _rows(now_members),
+            return build_group_card(shown, _rows(now_members),
                                     status="🚨 *Auto-posted by taubot*; edited as runs join and leave.",
                                     escalate_button=offer.button if offer else None, mute_button=mute)
 
-        degraded = (f"🚨 *Auto-posted by taubot*: {len(members)} runs stalled: {escape(label, 300)}: "
+        degraded = (f"🚨 *Auto-posted by taubot*: {len(members)} runs stalled: {escape(shown, 300)}: "
                     + ", ".join(code(run, 120) for run, _, _ in _rows(now_members)))
         ident = f"group:{digest}"
         outcome, ts, was_degraded = _new_post(
@@ -415,7 +433,8 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
         services.redis.expire(key, RECORD_TTL)
         return "unchanged"  # runs that left are settled (and the card edited) by `settle`
     merged = {**record.members, **{uid: now_members[uid] for uid in joined}}
-    _edit(services, record.channel, record.ts, _group_edit(record.label or label, merged))
+    note = start_note([c.diagnosis for c in members])
+    _edit(services, record.channel, record.ts, _group_edit((record.label or label) + note, merged))
     said = [_reply(services, ws, f"group:{digest}", record,
                    f"➕ {code(now_members[uid]['run'], 80)} is stuck for the same cause.", f"join:{uid}")
             for uid in joined]
