@@ -1305,6 +1305,9 @@ class KubeEmulator:
         if tail := query.get("tailLines"):
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
+        if limit := query.get("limitBytes"):
+            # The kubelet stops after limitBytes of the selected output (its start, not its end).
+            text = text.encode("utf-8")[:int(limit)].decode("utf-8", errors="ignore")
         return web.Response(text=text, content_type="text/plain")
 
     def _pending_workloads(self, target: _Target, query: Mapping[str, str]) -> web.Response:

@@ -389,7 +389,7 @@ async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: Run
 
     async def logs_read() -> LogEvidence:
         read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, access=access,
-                                  stall_seconds=stall_seconds)
+                                  stall_seconds=stall_seconds, ranks=True)  # every rank's tail (SPEC §5c)
         return remember(seen, uid, read, now)
 
     logs_call = logs_read()

@@ -44,6 +44,7 @@ from workers.outside.text import redact, strip_controls
 
 from .kusto import KustoRefused, query_logs
 from .model import DEFAULT_TAIL, LogLine, LogsResult, last_lines
+from .ranks import needs_ranks, read_rank_logs
 
 POD_LOG_READS = 2
 DASHBOARD_MAX_BYTES = 4 * 1024 * 1024  # a driver log read: its last `tail` lines, and never more than this
@@ -455,7 +456,24 @@ def head_pod_ip(objs: RunObjects) -> str | None:
 
 async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs | None, now: datetime,
                        timeout: float = 10.0, tail: int = PROGRESS_TAIL, access: LogAccess | None = None,
-                       stall_seconds: int = DEFAULT_STALL_SECONDS) -> LogEvidence:
+                       stall_seconds: int = DEFAULT_STALL_SECONDS, ranks: bool = False) -> LogEvidence:
+    """The run's log (`_log_evidence`) and, with ``ranks``, every rank's tail of a distributed run
+    (`ranks.read_rank_logs`, SPEC §5c) — read in one more round, and only when the run's log
+    calls for a culprit (a hang or crash signature, a failed run, no progress past the stall
+    threshold): a healthy run's status costs what it did."""
+    main = await _log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, tail=tail,
+                               access=access, stall_seconds=stall_seconds)
+    if not ranks or not needs_ranks(objs, main, now, stall_seconds):
+        return main
+    per_pod, sampled = await read_rank_logs(reader, objs)
+    if not per_pod:
+        return main
+    return main.model_copy(update={"ranks": per_pod, "ranks_sampled": sampled})
+
+
+async def _log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs | None, now: datetime,
+                        timeout: float = 10.0, tail: int = PROGRESS_TAIL, access: LogAccess | None = None,
+                        stall_seconds: int = DEFAULT_STALL_SECONDS) -> LogEvidence:
     """The run's log for the Runtime progress check of a live status, from what the status
     already read (the run, its pods): one dashboard or pod-log read, else ADX. ``access``: the
     status's `get pods/log` review, already under way.
