@@ -33,12 +33,14 @@ import redis
 from bot.buttons import DetailsButton, EscalateButton, MuteButton, ValidateNodesButton
 from bot.commands import NoMapping, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
+from bot.runs_buttons import OpenStatusButton
 from bot.watch_buttons import StopWatchingButton
 from workers.config.settings import Settings
 from workers.contracts.ids import (
     DETAILS_ACTION,
     ESCALATE_ACTION,
     MUTE_ACTION,
+    OPEN_STATUS_ACTION,
     STOP_WATCHING_ACTION,
     VALIDATE_NODES_ACTION,
 )
@@ -179,6 +181,7 @@ class Shell:
             MUTE_ACTION: MuteButton(settings, self.resolver, self.queue),
             VALIDATE_NODES_ACTION: ValidateNodesButton(settings, self.resolver, self.queue),
             DETAILS_ACTION: DetailsButton(settings, self.resolver, self.queue),
+            OPEN_STATUS_ACTION: OpenStatusButton(settings, self.resolver, self.queue, slack),  # `/tau runs`
         }
 
     def _job_failed(self, what: str, exc: BaseException) -> None:

@@ -51,6 +51,12 @@ def blocks_to_text(blocks: list[dict[str, Any]], number: Callable[[dict[str, Any
             fields = [_text_of(f).replace("\n", ": ", 1) for f in block.get("fields") or []]
             if fields:
                 lines.append("   ".join(fields))
+            accessory = block.get("accessory") or {}
+            if accessory.get("type") == "overflow" and number:  # each option is a press of its own
+                action = accessory.get("action_id")
+                options = [f"[{number({'action_id': action, **o})}] {_text_of(o.get('text'))}"
+                           for o in accessory.get("options") or []]
+                lines.append("  " + "   ".join(options))
         elif kind == "divider":
             lines.append("─" * min(width, 60))
         elif kind == "context":
