@@ -60,19 +60,55 @@ def measure() -> tuple[dict[str, set[str]], dict[str, Path]]:
     return edges, modules
 
 
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Rooms that import each other, directly or round a loop (Tarjan's strongly connected
+    components of more than one room)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(room: str) -> None:
+        index[room] = low[room] = len(index)
+        stack.append(room)
+        for other in edges[room]:
+            if other not in index:
+                visit(other)
+                low[room] = min(low[room], low[other])
+            elif other in stack:
+                low[room] = min(low[room], index[other])
+        if low[room] == index[room]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == room:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for room in sorted(edges):
+        if room not in index:
+            visit(room)
+    return found
+
+
 def floors(edges: dict[str, set[str]]) -> dict[str, int]:
+    """Each room's floor; the rooms of a circle share one floor (the drawing's condensation)."""
+    together = {room: min(c) for c in circles(edges) for room in c}
     height: dict[str, int] = {}
 
-    def visit(room: str, stack: frozenset[str]) -> int:
-        if room in height:
-            return height[room]
-        below = [visit(r, stack | {room}) for r in edges[room] if r not in stack]
-        height[room] = 1 + max(below, default=0)
-        return height[room]
+    def visit(room: str) -> int:
+        key = together.get(room, room)
+        if key in height:
+            return height[key]
+        height[key] = 0  # a circle's own rooms do not lift it
+        members = [r for r, k in together.items() if k == key] or [room]
+        below = [visit(r) for m in members for r in edges[m] if together.get(r, r) != key]
+        height[key] = 1 + max(below, default=0)
+        return height[key]
 
-    for room in edges:
-        visit(room, frozenset())
-    return height
+    return {room: visit(room) for room in edges}
 
 
 def largest(modules: dict[str, Path], n: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
@@ -93,10 +129,14 @@ def main() -> None:
     args = parser.parse_args()
     edges, modules = measure()
     height = floors(edges)
-    print(f"rooms {len(edges)} · floors {max(height.values())} · imports {sum(map(len, edges.values()))}")
+    print(f"rooms {len(edges)} · floors {max(height.values())} · imports {sum(map(len, edges.values()))}"
+          f" · circles {len(circles(edges))}")
+    for circle in circles(edges):
+        print("circle:", " ↔ ".join(circle))
     loose = sorted(r for r in edges if r.count(".") == 1 and r.startswith("workers.")
                    and not (REPO / r.replace(".", "/")).is_dir())
-    print(f"loose modules at the root of workers/: {len(loose)} ({', '.join(r.split('.')[1] for r in loose)})")
+    names = ", ".join(r.split(".")[1] for r in loose)
+    print(f"loose modules at the root of workers/: {len(loose)} ({names})")
     if args.edges:
         for room in sorted(edges, key=lambda r: (height[r], r)):
             print(f"  {height[room]:>2} {room} → {', '.join(sorted(edges[room])) or '—'}")

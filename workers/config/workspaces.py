@@ -19,7 +19,7 @@ import difflib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -32,10 +32,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from workers.contracts.cluster import ClusterTarget
 from workers.diagnosis.models import Owner
-
-if TYPE_CHECKING:
-    from workers.kube.client import ClusterTarget
 
 API_VERSION = "taugrid.io/v1alpha1"
 KIND = "WorkspaceConnection"
@@ -220,7 +218,6 @@ class WorkspaceConnection(_Strict):
         end import this module, and they must not pull in the Kubernetes client
         (CONVENTIONS: nothing in bot/ talks to Kubernetes).
         """
-        from workers.kube.client import ClusterTarget
 
         cluster = self.spec.cluster
         if cluster.context is not None:
