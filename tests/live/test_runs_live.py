@@ -106,3 +106,24 @@ async def test_500_runs_cost_the_same_requests_in_at_most_two_rounds_and_fit_a_c
     async with KubeEmulator(many_runs(5), latency=0.01) as emu:
         await runs(emu, tmp_path, everyone=True)
         assert len(emu.requests) == requests  # 5 runs or 500: the same requests
+
+
+async def test_a_cluster_serving_workloads_only_at_v1beta1_costs_one_more_request_and_round(
+        tmp_path: Path) -> None:
+    async with KubeEmulator(every_example(), latency=0.01) as emu:
+        emu.serve_versions("kueue.x-k8s.io", ["v1beta1"])
+        listed = await runs(emu, tmp_path)
+        assert len(emu.requests) == 2 + len(LISTS) and emu.rounds() == 2
+        queued = next(line for line in listed.lines if line.run == "l4-job-waiting-for-quota")
+        assert (queued.first_incomplete, queued.state) == ("Kueue admission", "pending")
+
+
+async def test_pods_that_could_not_be_read_are_unavailable_never_none(tmp_path: Path) -> None:
+    async with KubeEmulator(every_example()) as emu:
+        emu.fail("pods", status=503)
+        listed = await runs(emu, tmp_path)
+        assert listed.gaps["pods"].startswith("unavailable")
+        oom = next(line for line in listed.lines if line.run == "l5-job-oomkilled")
+        assert oom.state == "warning" and "unavailable" in oom.summary, oom
+        card = render_runs_card(build_runs_card(listed, command="/tau runs", now=NOW))
+        assert any(t.startswith("Could not read: pods: unavailable") for t in card_texts(card.blocks))

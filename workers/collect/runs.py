@@ -58,20 +58,24 @@ class RunsRead:
 
 async def read_runs(reader: KubeReader, ws: WorkspaceConnection) -> RunsRead:
     """The TauWorkspace and every LIST at once (one round); a second only when the cluster serves
-    Kueue's Workloads at v1beta1 alone."""
+    Kueue's Workloads at v1beta1 alone — sent the moment the v1beta2 LIST says 404, beside the
+    rest of the first round."""
     ns = ws.spec.namespace
     start = reader.requests_made
-    calls = [reader.get(tauworkspace_path(ws))]
-    calls += [reader.list(resource_path(group, version, plural, ns), label_selector=labels,
-                          field_selector=fields, limit=PAGE_SIZE)
-              for _key, group, version, plural, labels, fields in LISTS]
-    tw, *answers = await asyncio.gather(*calls)
-    out = RunsRead(namespace=ns, tauworkspace=tw)
-    seen: set[tuple[str, str, str]] = set()
-    for (key, group, _version, plural, labels, _fields), got in zip(LISTS, answers, strict=True):
+
+    async def listed(key: str, group: str, version: str, plural: str, labels: str | None,
+                     fields: str | None) -> list[dict[str, Any]] | ReadError:
+        got = await reader.list(resource_path(group, version, plural, ns), label_selector=labels,
+                                field_selector=fields, limit=PAGE_SIZE)
         if key == "workloads" and isinstance(got, ReadError) and got.kind == "not_found":
             got = await reader.list(resource_path(group, "v1beta1", plural, ns), label_selector=labels,
                                     limit=PAGE_SIZE)
+        return got
+
+    tw, *answers = await asyncio.gather(reader.get(tauworkspace_path(ws)), *(listed(*spec) for spec in LISTS))
+    out = RunsRead(namespace=ns, tauworkspace=tw)
+    seen: set[tuple[str, str, str]] = set()
+    for (key, *_spec), got in zip(LISTS, answers, strict=True):
         if isinstance(got, ReadError):
             gap = _gap(got)
             if gap is not None:

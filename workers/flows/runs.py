@@ -34,6 +34,7 @@ from workers.diagnosis.linkage import SUBMITTED_BY_ANNOTATION, find_run, meta
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.timeutil import parse_time
 from workers.kube.client import Identity, KubeClients
+from workers.kube.reader import ReadError
 from workers.monitor.index import group_by_run
 from workers.outside.text import outside
 from workers.render.runs_card import build_runs_card, render_runs_card
@@ -210,8 +211,8 @@ def runs_list(read: RunsRead, now: datetime, *, workspace: str | None, user: str
     out = RunsList(workspace=workspace, namespace=read.namespace, requests=read.requests, everyone=everyone)
     tw = read.tauworkspace
     if ws is not None and tw is not None:
-        if hasattr(tw, "kind") and not isinstance(tw, dict):  # a ReadError
-            out.layer_report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")  # type: ignore[arg-type]
+        if isinstance(tw, ReadError):
+            out.layer_report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")
             return out
         if isinstance(tw, dict) and (tw.get("status") or {}).get("phase") != "Ready":
             out.layer_report = readiness_report(ws, tw, None)
