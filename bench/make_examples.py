@@ -181,13 +181,15 @@ def l4_rayjob_exceeds_max_quota() -> list[Obj]:
         "ray-pretrain-13b",
         suspend=True,
         deployment_status="Suspended",
-        worker_groups=[("gpu-workers", 3, 8)],
+        worker_groups=[("gpu-workers", 6, 8)],
         at=120,
     )
     wl = k8s.workload(rj, state="exceeds_max", at=121)
+    qr = wl["status"]["conditions"][0]  # the ClusterQueue's 40 GPUs (its nominal quota, no cohort)
+    qr["message"] = qr["message"].replace("maximum capacity (16)", "maximum capacity (40)")
     return [
         *background(),
-        *queues(),
+        *queues(gpu_quota=40),
         rj,
         wl,
         k8s.ev_created_workload(rj, wl, first=121),
@@ -630,7 +632,7 @@ EXAMPLES: list[tuple[Example, Callable[[], list[Obj]]]] = [
             "l4-rayjob-exceeds-max-quota.json",
             "ray-pretrain-13b",
             "RayJob",
-            "24 GPUs asked of a 16-GPU ClusterQueue: QuotaReserved=False ExceedsMaxQuota.",
+            "48 GPUs asked of a 40-GPU ClusterQueue: QuotaReserved=False ExceedsMaxQuota.",
             "Kueue admission",
             4,
             "queue-owner",
@@ -847,8 +849,8 @@ DEMO_PLATFORM = Path(__file__).resolve().parent.parent / "shell" / "demo_platfor
 def demo_platform() -> list[Obj]:
     """The platform side of the demo workspace: TauWorkspace vision (Ready), its LocalQueue and
     ClusterQueue, and PVC blob-training — what layers 1–2 read before any run."""
-    return [k8s.tau_workspace("vision"), k8s.local_queue("team-a"), k8s.cluster_queue(gpu_used=16),
-            k8s.pvc()]
+    return [k8s.tau_workspace("vision"), k8s.local_queue("team-a"),
+            k8s.cluster_queue(gpu_quota=40, gpu_used=16), k8s.pvc()]
 
 
 # --------------------------------------------------------------------------- the demo's I/O

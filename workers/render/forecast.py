@@ -94,8 +94,6 @@ def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
         if start:  # the estimate takes the quota's place (both are in *Details*)
             return "; ".join([*parts, f"start: {start}"])
         return "; ".join([*parts, *([quota] if qp.free_quota else [])])
-    if qp.never_fits:
-        parts.append(f"can never fit: {qp.never_fits}")
     if qp.cluster_queue_unavailable:
         parts.append(f"the ClusterQueue's pending list unavailable: {qp.cluster_queue_unavailable}")
     if quota:
