@@ -185,7 +185,8 @@ def start_estimate(pool: Pool, need: float, ahead: list[Waiting], now: datetime)
     basis: list[str] = []
     e_why = l_why = None
     if earliest is not None:
-        e_why = e_used[-1] if e_used else f"{_amount(_free(pool))} {pool.resource} free now"
+        releases = [line for line in e_used if "(ahead of you) takes" not in line]
+        e_why = releases[-1] if releases else f"{_amount(_free(pool))} {pool.resource} free now"
         basis += e_used or [f"{_amount(_free(pool))} {pool.resource} of flavour {pool.flavor} free now"]
     if latest is not None:
         l_why = ("the holders' time limits" if l_used else f"{_amount(_free(pool))} {pool.resource} free now")
