@@ -130,8 +130,7 @@ def test_the_cache_keeps_less_than_it_is_given(name: str) -> None:
             assert "affinity" not in spec
             for c in spec.get("containers") or []:
                 assert not {"env", "command", "volumeMounts", "livenessProbe"} & set(c)
-            assert all(v.get("name") != TOKEN_VOLUME["name"] or set(v) == {"name"}
-                       for v in spec.get("volumes") or [])
+            assert all(v.get("name") != TOKEN_VOLUME["name"] for v in spec.get("volumes") or [])
 
 
 def test_what_the_engine_reads_of_a_pod_is_kept() -> None:
@@ -169,10 +168,8 @@ def test_what_the_engine_reads_of_a_pod_is_kept() -> None:
     assert kept["metadata"]["ownerReferences"] == pod["metadata"]["ownerReferences"]
     assert kept["spec"] == {"nodeName": "gpu-1", "restartPolicy": "Never", "nodeSelector": {"pool": "a100"},
                             "containers": [{"name": "trainer", "image": "train:1",
-                                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
                                             "ports": [{"containerPort": 8265}]}],
-                            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "blob-training"}},
-                                        {"name": TOKEN_VOLUME["name"]}]}
+                            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "blob-training"}}]}
     status = kept["status"]
     assert "qosClass" not in status and status["podIP"] == "10.244.1.180"
     assert status["containerStatuses"][0] == {k: v for k, v in pod["status"]["containerStatuses"][0].items()
@@ -180,7 +177,7 @@ def test_what_the_engine_reads_of_a_pod_is_kept() -> None:
     assert pod["metadata"]["managedFields"]  # the object it was given is left as it was
 
 
-def test_a_wrong_typed_field_is_kept_for_the_engine_to_name() -> None:
+def test_a_wrong_typed_field_is_kept_for_the_engine_to_name_and_a_null_one_is_absent() -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": "oops"},
-           "spec": {"containers": "not-a-list"}, "status": {"conditions": None}}
-    assert trim(pod) == pod
+           "spec": {"containers": "not-a-list"}, "status": {"conditions": None, "phase": 7}}
+    assert trim(pod) == {**pod, "status": {"phase": 7}}
