@@ -25,8 +25,9 @@ from .models import (
     RunRef,
 )
 from .nodes import gpu_node_health
-from .phases import EVALUATION_ORDER, rayjob_status, submitted
+from .phases import rayjob_status, submitted
 from .phases.common import RunContext
+from .phases.table import EVALUATION_ORDER
 from .progress_checks import (
     DEFAULT_STALL_SECONDS,
     EVIDENCE,

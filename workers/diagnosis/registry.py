@@ -1,7 +1,7 @@
 """The one registry of phases and layer checks: name, layer, order, owner, needs, stall rule, label.
 
 Every other module reads the guide's names from here, so adding a phase is one
-entry (plus its module in `phases/`, listed by name in `phases/__init__.py`; a pod
+entry (plus its module in `phases/`, listed by name in `phases/table.py`; a pod
 phase also in `phases/pods.py`), not eight hand-kept tables: the evaluation order,
 the pod judges and the phases whose pod status alone proves them are derived.
 The order of `ENTRIES` is SPEC §5a's answer order: the first entry that is not

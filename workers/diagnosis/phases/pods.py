@@ -1,6 +1,6 @@
 """The pod-level phases' modules, in the registry's order (`registry.POD_PHASES`).
 
-Apart from `phases/__init__.py` because RayCluster, itself a phase, judges its own pods with
+Apart from `phases/table.py` because RayCluster, itself a phase, judges its own pods with
 these: it imports this table, and the package's table imports RayCluster.
 """
 
