@@ -123,7 +123,10 @@ def ray_head() -> Iterator[RayHead]:
     temp = Path(tempfile.mkdtemp(prefix="tbray-"))
     dashboard = free_port()
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1",
+           # The dashboard's py-spy endpoints (issue 40) are off unless the head enables them, and run
+           # the `py-spy` on the agent's PATH (the venv's, from the `[real]` extra).
+           "RAY_DASHBOARD_ENABLE_PROFILING": "1", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     # Bound to loopback: Ray binds and advertises the host's address without these (reference §2.6).
     cmd = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
            "--dashboard-host", "127.0.0.1", "--port", str(free_port()), "--dashboard-port", str(dashboard),

@@ -40,7 +40,7 @@ from workers.collect.kueue import (
 )
 from workers.collect.kueue_forecast import read_preemption, with_preemption, with_preemptor
 from workers.collect.logs.seen import SeenStore, remember
-from workers.collect.logs.sources import LogAccess, log_evidence
+from workers.collect.logs.sources import LogAccess, log_evidence, with_driver_stack
 from workers.collect.plan import ReadPlan
 from workers.collect.report import RunReport
 from workers.collect.workspace import (
@@ -390,7 +390,8 @@ async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: Run
     async def logs_read() -> LogEvidence:
         read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, access=access,
                                   stall_seconds=stall_seconds, ranks=True)  # every rank's tail (SPEC §5c)
-        return remember(seen, uid, read, now)
+        read = remember(seen, uid, read, now)
+        return await with_driver_stack(reader, objs, read, now=now, stall_seconds=stall_seconds)
 
     logs_call = logs_read()
     store = ws.spec.experiments

@@ -166,6 +166,9 @@ class LogEvidence(BaseModel):
     source: str | None = None
     ranks: list[PodLog] = Field(default_factory=list, description="each pod's tail, one round (SPEC §5c)")
     ranks_sampled: str | None = Field(default=None, description="beyond the bound: which pods were read")
+    driver_stack: list[str] = Field(default_factory=list, description=(
+        "a stalled RayJob: the driver's top frames from the Ray dashboard's py-spy endpoint"))
+    driver_stack_unavailable: str | None = Field(default=None, description="why the stack was not read")
     unchanged_since: datetime | None = Field(default=None, description=(
         "An untimed source (Ray's Jobs API): since when this log's tail has been the same, as "
         "remembered across reads (SPEC §11); None when no earlier read is known"))

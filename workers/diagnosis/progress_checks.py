@@ -124,6 +124,13 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
     if report is not None and p.found is None:
         p.found = _ranks_found(report)
     check, p = _runtime_progress(ctx, logs, stall_seconds, p)
+    if check.state is PhaseState.WARNING and (logs.driver_stack or logs.driver_stack_unavailable):
+        # Where a stalled RayJob's driver waits (SPEC §5c): the frames for Details and the card.
+        note = (f"driver stack (Ray dashboard, py-spy): {logs.driver_stack[0]}" if logs.driver_stack
+                else f"driver stack: unavailable: {logs.driver_stack_unavailable}")
+        check = check.model_copy()
+        check.driver_stack = list(logs.driver_stack)  # validated: through the door (Outside)
+        check.evidence = [*check.evidence, note]
     if report is None or check.state is not PhaseState.WARNING:
         return check, p
     return _with_culprit(ctx, check, report), p
@@ -164,12 +171,16 @@ def _with_culprit(ctx: RunContext, check: PhaseResult, report: RankReport) -> Ph
         evidence.append(f"rank logs not read: {'; '.join(report.unread[:3])}"
                         + (f" (+{len(report.unread) - 3} more)" if len(report.unread) > 3 else ""))
     if culprit is None:
-        return check.model_copy(update={"summary": clip(f"{check.summary}; {why_no_culprit(report)}", 600),
-                                        "evidence": evidence})
+        quiet = check.model_copy()  # assigned, so validated: the text goes through the door (Outside)
+        quiet.summary = clip(f"{check.summary}; {why_no_culprit(report)}", 600)
+        quiet.evidence = evidence
+        return quiet
     finding = CULPRIT_NODE if culprit.node_fault else check.finding
     updated = result(check.name, check.layer, check.state, clip(f"{check.summary}; {culprit.summary}", 600),
                      finding, evidence + [f"culprit: {e}" for e in culprit.evidence])
-    return updated.model_copy(update={"culprit": culprit})
+    updated.culprit = culprit
+    updated.driver_stack = list(check.driver_stack)
+    return updated
 
 
 def _runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int, p: Progress

@@ -134,6 +134,11 @@ def needs_ranks(objs: RunObjects, main: LogEvidence, now: datetime, stall_second
         return False
     if any(c.waiting_reason for p in pods for c in containers(p, init=False) if not c.terminated):
         return False  # a container waiting (crash loop, image, creation) is layer 5's answer, not a rank's
+    return stalled(objs, main, now, stall_seconds)
+
+
+def stalled(objs: RunObjects, main: LogEvidence, now: datetime, stall_seconds: int) -> bool:
+    """The engine's Runtime progress check of the run's own log is a warning (hang, crash, stall)."""
     check, _progress = runtime_progress(RunContext(objs=objs, now=now), main, stall_seconds)
     return check is not None and check.state is PhaseState.WARNING
 
@@ -149,4 +154,5 @@ async def read_rank_logs(reader: KubeReader, objs: RunObjects) -> tuple[list[Pod
     return list(logs), note
 
 
-__all__ = ["MAX_PODS", "RANK_BYTES", "RANK_LINES", "needs_ranks", "rank_pods", "read_rank_logs", "sample"]
+__all__ = ["MAX_PODS", "RANK_BYTES", "RANK_LINES", "needs_ranks", "rank_pods", "read_rank_logs", "sample",
+           "stalled"]

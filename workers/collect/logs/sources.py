@@ -44,7 +44,8 @@ from workers.outside.text import redact, strip_controls
 
 from .kusto import KustoRefused, query_logs
 from .model import DEFAULT_TAIL, LogLine, LogsResult, last_lines
-from .ranks import needs_ranks, read_rank_logs
+from .ranks import needs_ranks, read_rank_logs, stalled
+from .stack import driver_stack
 
 POD_LOG_READS = 2
 DASHBOARD_MAX_BYTES = 4 * 1024 * 1024  # a driver log read: its last `tail` lines, and never more than this
@@ -469,6 +470,17 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
     if not per_pod:
         return main
     return main.model_copy(update={"ranks": per_pod, "ranks_sampled": sampled})
+
+
+async def with_driver_stack(reader: KubeReader, objs: RunObjects, logs: LogEvidence, *, now: datetime,
+                            stall_seconds: int = DEFAULT_STALL_SECONDS) -> LogEvidence:
+    """A stalled RayJob's log with its driver's stack (`stack.driver_stack`, SPEC §5c): read only
+    when the engine's check of that log is a warning — after the first-sighting record
+    (`seen.remember`) is applied, since the dashboard's lines carry no time of their own."""
+    if objs.kind != "RayJob" or logs.unavailable is not None or not stalled(objs, logs, now, stall_seconds):
+        return logs
+    frames, why = await driver_stack(reader, objs)
+    return logs.model_copy(update={"driver_stack": frames, "driver_stack_unavailable": why})
 
 
 async def _log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs | None, now: datetime,
