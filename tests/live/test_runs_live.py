@@ -29,6 +29,10 @@ from workers.render.runs_card import build_runs_card, render_runs_card
 from .conftest import write_descriptor
 
 NOW = k8s.T0 + timedelta(minutes=30)  # the examples' judging time (workers/examples/README.md)
+# Every request is answered this long after it arrives, so the requests a read sends together arrive
+# within one answer's wait even on a loaded machine: the emulator numbers a request's round by the
+# answers that came before it (`RecordedRequest.round`).
+ROUND_LATENCY = 0.25
 ALICE = Identity(user="alice@example.com", groups=("team-vision",))
 async def runs(emu: KubeEmulator, tmp_path: Path, **kw):  # noqa: ANN201
     write_descriptor(tmp_path, emu.base_url)
@@ -93,7 +97,7 @@ async def test_a_user_who_may_not_list_rayjobs_sees_the_jobs_and_permission_deni
 
 
 async def test_500_runs_cost_the_same_requests_in_at_most_two_rounds_and_fit_a_card(tmp_path: Path) -> None:
-    async with KubeEmulator(many_runs(500), latency=0.01) as emu:
+    async with KubeEmulator(many_runs(500), latency=ROUND_LATENCY) as emu:
         listed = await runs(emu, tmp_path, everyone=True)
         assert len(listed.lines) == 500
         requests = len(emu.requests)
@@ -103,14 +107,14 @@ async def test_500_runs_cost_the_same_requests_in_at_most_two_rounds_and_fit_a_c
     assert len(card.blocks) <= MAX_BLOCKS and block_errors(card.blocks) == []
     assert all(len(b["text"]["text"]) <= MAX_SECTION_TEXT for b in card.blocks if b["type"] == "section")
     assert any("and 450 more" in t for t in card_texts(card.blocks))
-    async with KubeEmulator(many_runs(5), latency=0.01) as emu:
+    async with KubeEmulator(many_runs(5), latency=ROUND_LATENCY) as emu:
         await runs(emu, tmp_path, everyone=True)
         assert len(emu.requests) == requests  # 5 runs or 500: the same requests
 
 
 async def test_a_cluster_serving_workloads_only_at_v1beta1_costs_one_more_request_and_round(
         tmp_path: Path) -> None:
-    async with KubeEmulator(every_example(), latency=0.01) as emu:
+    async with KubeEmulator(every_example(), latency=ROUND_LATENCY) as emu:
         emu.serve_versions("kueue.x-k8s.io", ["v1beta1"])
         listed = await runs(emu, tmp_path)
         assert len(emu.requests) == 2 + len(LISTS) and emu.rounds() == 2
