@@ -12,6 +12,8 @@ import os
 import sys
 import tempfile
 
+from workers.kube.errors import KubeconfigError
+
 from .errors import UsageError
 from .registry import REGISTERED, Parser
 
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)
-    except UsageError as exc:
+    except (UsageError, KubeconfigError) as exc:
         print(f"taubot: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

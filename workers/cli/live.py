@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -65,9 +66,16 @@ def diagnose_live(args: argparse.Namespace, run: str, now: datetime,
     if args.save_snapshot:
         Path(args.save_snapshot).write_text(json.dumps(as_kube_list(result.objects), indent=2) + "\n")
     write_charts(args, result.diagnosis, result.profile.per_gpu_utilization if result.profile else None)
+    # Exit 1 when the cluster could not be read at all (layer 1 failed): the answer says why, and a
+    # script must not take "unreachable" for a diagnosis of the run.
+    code = 1 if result.diagnosis.unreachable_from is not None and result.diagnosis.layer == 1 else 0
+    if code:
+        d = result.diagnosis
+        why = "; ".join(str(e) for e in d.evidence[:1]) or d.first_incomplete or "layer 1"
+        print(f"taubot: error: could not read the cluster: {why}: {d.next_action}", file=sys.stderr)
     if not want_profile or result.profile is None:
         emit(result.diagnosis, args.format)
-        return 0
+        return code
     # The profile is an addition: the base contract's keys stay exactly as they are.
     if args.format == "json":
         doc = {**result.diagnosis.contract(), "profile": result.profile.model_dump(mode="json")}
@@ -76,7 +84,7 @@ def diagnose_live(args: argparse.Namespace, run: str, now: datetime,
         emit(result.diagnosis, args.format)
         print()
         print(render_profile_text(result.profile))
-    return 0
+    return code
 
 
 def render_report(report: LayerReport) -> str:
@@ -107,4 +115,4 @@ def cmd_workspace(args: argparse.Namespace) -> int:
     _print(report, args.format)
     if args.workspace_command == "check":
         return 0 if report.ok and report.layer == 2 else 1
-    return 0
+    return 1 if report.layer == 1 and not report.ok else 0  # layer 2 was never read

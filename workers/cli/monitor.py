@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import signal
+import sys
 from typing import Any
 
 from .errors import UsageError
@@ -23,6 +24,9 @@ def cmd_monitor(args: Any) -> int:
         settings = load_settings()
     except SettingsError as exc:
         raise UsageError(str(exc)) from None
+    from .services import redis_given
+
+    redis_given(settings, "taubot monitor")  # its once-per-run records live there
     if settings.workspaces_dir is None:
         raise UsageError("TAUBOT_WORKSPACES_DIR is not set: the monitor reads only the namespaces its "
                          "WorkspaceConnection descriptors name")
@@ -40,6 +44,13 @@ def cmd_monitor(args: Any) -> int:
         print(json.dumps({"runs": report.runs, "stalled": report.stalled, "posts": report.posts,
                           "log_reads": report.log_reads, "unread": report.unread,
                           "seconds": round(report.seconds, 3)}))
+        if report.unread and not report.runs:
+            # Nothing was judged because nothing could be read: a cron job or a readiness check must
+            # see a failure, not a clean sweep of zero runs.
+            print(f"taubot: error: monitor --once read nothing: {'; '.join(report.unread[:3])}"
+                  f"{f' (+{len(report.unread) - 3} more)' if len(report.unread) > 3 else ''}: check the "
+                  "monitor's access to the namespaces its descriptors name", file=sys.stderr)
+            return 1
         return 0
 
     async def main() -> None:

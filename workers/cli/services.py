@@ -31,6 +31,17 @@ def _settings(**overrides: Any) -> Any:
         raise ServiceConfigError(str(exc)) from None
 
 
+def redis_given(settings: Any, command: str) -> None:
+    """A service's Redis is the one it was given, never whatever answers on :6379.
+
+    The settings' default URL suits tests and the chart's wiring, but a bot and a worker that each
+    fell back to a local Redis they were not given would never see each other's jobs, silently."""
+    if "redis_url" not in settings.model_fields_set:
+        raise ServiceConfigError(f"{command} needs a Redis and was given none: set TAUBOT_REDIS_URL (or "
+                                 "TAUBOT_REDIS_URL_FILE) to the Redis the bot and the workers share, "
+                                 "e.g. redis://127.0.0.1:6379/0")
+
+
 def _logging() -> None:
     from workers.outside.logsafe import install
 
@@ -71,6 +82,7 @@ def cmd_serve_http(args: argparse.Namespace) -> int:
 
     _logging()
     settings = _settings()
+    redis_given(settings, "taubot serve http")
     app = _app(settings, socket_mode=False)
     from redis import Redis
 
@@ -90,6 +102,7 @@ def cmd_serve_socket(args: argparse.Namespace) -> int:
 
     _logging()
     settings = _settings()
+    redis_given(settings, "taubot serve socket")
     if settings.slack_app_token is None:
         raise ServiceConfigError("TAUBOT_SLACK_APP_TOKEN (xapp-…) is not set: Socket Mode needs it")
     from redis import Redis
@@ -105,6 +118,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """An rq worker with the scheduler on, because `Retry(interval=…)` needs it."""
     _logging()
     settings = _settings()
+    redis_given(settings, "taubot worker")
     # Build the process's Services and import the job code once, here: rq forks a work horse
     # per job, and a child that imported the Kubernetes client, Jinja and the engine itself
     # would pay ~0.3 s per command.
@@ -184,4 +198,4 @@ def add_service_commands(sub: Any) -> None:
 
 
 __all__ = ["ServiceConfigError", "add_service_commands", "cmd_serve_http", "cmd_serve_socket",
-           "cmd_worker"]
+           "cmd_worker", "redis_given"]

@@ -102,6 +102,10 @@ def _json_documents(text: str) -> list[Any]:
         docs.append(doc)
 
 
+_NOTHING_FOUND = re.compile(r"^No resources found\b")
+_DUMP_HINT = "kubectl get rayjobs,jobs,workloads,pods,events -n <namespace> -o json"
+
+
 _TABLE_HEAD = re.compile(r"^(NAMESPACE\s+)?NAME\s+(READY|STATUS|COMPLETIONS|AGE|ADMITTED|JOB STATUS)\b")
 _DESCRIBE_HEAD = re.compile(r"^Name:\s+\S+\s*$", re.MULTILINE)
 
@@ -122,6 +126,9 @@ def parse_snapshot(text: str, source: str = "snapshot") -> list[dict]:
     stripped = text.lstrip()
     if not stripped:
         raise SnapshotError(f"{source} is empty")
+    if _NOTHING_FOUND.match(stripped):
+        raise SnapshotError(f"{source} is kubectl's \"No resources found\" message, not objects: nothing "
+                            f"matched there; check the namespace, then dump the run's: {_DUMP_HINT}")
     pasted = _kubectl_text(stripped)
     if pasted is not None:
         raise SnapshotError(f"{source} is {pasted}, not objects: run the same command with -o json "
@@ -142,9 +149,66 @@ def parse_snapshot(text: str, source: str = "snapshot") -> list[dict]:
             at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
             problem = getattr(exc, "problem", None) or "cannot be parsed"
             raise SnapshotError(f"{source} is not valid YAML{at}: {problem}") from None
+    null_items = _empty_null_items(docs)
     objects: list[dict] = []
     flatten_into(docs, objects, source)
+    if not objects:
+        why = "a List whose items are null" if null_items else "no objects at all"
+        raise SnapshotError(f"{source} holds {why}: kubectl matched nothing; check the namespace, then "
+                            f"dump the run's: {_DUMP_HINT}")
+    for number, obj in enumerate(objects, 1):
+        _check_shape(obj, number, source)
     return objects
+
+
+def _empty_null_items(docs: list[Any]) -> bool:
+    """A `List` whose `items` is null (Go's nil slice, as some tools write an empty result) is an
+    empty list; said so, rather than "an object without kind and metadata". True when one was seen."""
+    seen = False
+    for doc in docs:
+        if isinstance(doc, dict) and str(doc.get("kind") or "").endswith("List") and "items" in doc \
+                and doc["items"] is None:
+            doc["items"] = []
+            seen = True
+    return seen
+
+
+_MAPPINGS = ("spec", "status")
+_META_STRINGS = ("name", "namespace", "uid")  # times: YAML reads an unquoted one as a datetime
+_META_MAPPINGS = ("labels", "annotations")
+
+
+def _check_shape(obj: dict, number: int, source: str) -> None:
+    """The fields every phase reads have the types Kubernetes gives them; a hand-edited dump with
+    `metadata: "…"` or `spec: 5` is one line naming the object and field, not a traceback later."""
+    meta = obj.get("metadata")
+    where = f"{source}: object {number} ({obj.get('kind')}"
+
+    def bad(field: str, want: str, got: Any) -> SnapshotError:
+        name = meta.get("name") if isinstance(meta, dict) and isinstance(meta.get("name"), str) else None
+        return SnapshotError(f"{where}{' ' + name if name else ''}): {field} should be {want}, found "
+                             f"{type(got).__name__}: dump it again with -o json")
+
+    if not isinstance(meta, dict):
+        raise bad("metadata", "a mapping", meta)
+    for field in _META_STRINGS:
+        if field in meta and meta[field] is not None and not isinstance(meta[field], str):
+            raise bad(f"metadata.{field}", "a string", meta[field])
+    for field in _META_MAPPINGS:
+        value = meta.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise bad(f"metadata.{field}", "a mapping", value)
+        for key, item in value.items():
+            if isinstance(item, dict | list):  # a scalar is read as its text (YAML's `gpu: 8`)
+                raise bad(f"metadata.{field}[{key!r}]", "a string", item)
+    owners = meta.get("ownerReferences")
+    if owners is not None and not (isinstance(owners, list) and all(isinstance(o, dict) for o in owners)):
+        raise bad("metadata.ownerReferences", "a list of mappings", owners)
+    for field in _MAPPINGS:
+        if obj.get(field) is not None and not isinstance(obj[field], dict):
+            raise bad(field, "a mapping", obj[field])
 
 
 def decode_dump(data: bytes) -> str:

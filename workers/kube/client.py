@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import ssl
 import time
 import urllib.parse
@@ -41,47 +42,21 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import rest
 from multidict import CIMultiDict
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from workers.contracts.cluster import ClusterTarget
 from workers.contracts.identity import Identity
 from workers.plumbing.loop import PROCESS_LOOP, ProcessLoop
+
+from .errors import KubeconfigError
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 
 _IMPERSONATION_PREFIX = "impersonate-"
-
-
-class ClusterTarget(BaseModel):
-    """Where a cluster is: a kubeconfig context, an explicit server, or in-cluster.
-
-    Field names follow the WorkspaceConnection descriptor (``certificateAuthority``,
-    ``tokenFile``); unknown fields are an error so a typo cannot pass silently.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    context: str | None = None
-    kubeconfig: Path | None = None
-    server: str | None = None
-    certificate_authority: Path | None = Field(default=None, alias="certificateAuthority")
-    token_file: Path | None = Field(default=None, alias="tokenFile")
-    in_cluster: bool = Field(default=False, alias="inCluster")
-
-    @model_validator(mode="after")
-    def _exactly_one_way(self) -> ClusterTarget:
-        """Exactly one of context / server / in_cluster, each with only its own options."""
-        chosen = [bool(self.context), bool(self.server), self.in_cluster]
-        if sum(chosen) != 1:
-            raise ValueError("give exactly one of context, server or in_cluster")
-        if self.kubeconfig is not None and not self.context:
-            raise ValueError("kubeconfig is only valid with context")
-        if (self.certificate_authority or self.token_file) and not self.server:
-            raise ValueError("certificateAuthority and tokenFile are only valid with server")
-        return self
 
 
 class _ImpersonatingRESTClient(rest.RESTClientObject):
@@ -129,12 +104,7 @@ async def _configuration(target: ClusterTarget) -> client.Configuration:
     """A fresh Configuration for the target; never the library's global default."""
     cfg = client.Configuration()
     if target.context:
-        await config.load_kube_config(
-            config_file=str(target.kubeconfig) if target.kubeconfig else None,
-            context=target.context,
-            client_configuration=cfg,
-            persist_config=False,
-        )
+        await _load_context(target, cfg)
     elif target.in_cluster:
         config.load_incluster_config(client_configuration=cfg)
     else:
@@ -151,6 +121,66 @@ async def _configuration(target: ClusterTarget) -> client.Configuration:
             cfg.refresh_api_key_hook = _token_refresher(token_file)
             cfg.refresh_api_key_hook(cfg)
     return cfg
+
+
+def _kubeconfig_paths(target: ClusterTarget) -> tuple[str, list[Path]]:
+    """Where the context is looked up, as kubectl does: the descriptor's `kubeconfig`, else
+    `$KUBECONFIG` (a `:`-separated list), else `~/.kube/config` — the setting's name and its files."""
+    if target.kubeconfig is not None:
+        return "the descriptor's spec.cluster.kubeconfig", [target.kubeconfig.expanduser()]
+    value = os.environ.get("KUBECONFIG", "")
+    if value:
+        return "KUBECONFIG", [Path(p).expanduser() for p in value.split(os.pathsep) if p]
+    return "~/.kube/config", [Path("~/.kube/config").expanduser()]
+
+
+def _context_names(paths: list[Path]) -> list[str]:
+    """The contexts the files define, for the one-line error's "it has: …"; unreadable ones add none."""
+    names: list[str] = []
+    for path in paths:
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        entries = doc.get("contexts") if isinstance(doc, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                names.append(entry["name"])
+    return names
+
+
+async def _load_context(target: ClusterTarget, cfg: client.Configuration) -> None:
+    """Load the target's kubeconfig context into `cfg`, or raise `KubeconfigError` saying what to set.
+
+    kubernetes_asyncio reads a missing file as an empty config and then fails on its missing
+    `contexts` key (and a missing context as "Expected object with name …"); a person at a
+    terminal needs the file, the context and the fix instead."""
+    setting, paths = _kubeconfig_paths(target)
+    shown = os.pathsep.join(str(p) for p in paths) or "(empty)"
+    existing = [p for p in paths if p.is_file()]
+    if not existing:
+        raise KubeconfigError(
+            f"no kubeconfig at {shown} ({setting}): set KUBECONFIG to the file that holds context "
+            f"{target.context!r} (kubectl config get-contexts lists it), or get one from the cluster "
+            "(e.g. az aks get-credentials)")
+    names = _context_names(existing)
+    if target.context not in names:
+        fix = (f"it has {', '.join(sorted(names))}: set the workspace descriptor's spec.cluster.context "
+               "to one of them, or add it" if names else "it has no contexts: add it")
+        raise KubeconfigError(f"kubeconfig {shown} ({setting}) has no context {target.context!r}; {fix} "
+                              "(kubectl config get-contexts lists them)")
+    try:
+        await config.load_kube_config(
+            config_file=os.pathsep.join(str(p) for p in existing),
+            context=target.context,
+            client_configuration=cfg,
+            persist_config=False,
+        )
+    except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise KubeconfigError(f"kubeconfig {shown} ({setting}), context {target.context!r}: {reason}: "
+                              "check it with kubectl config view --minify "
+                              f"--context {target.context}") from None
 
 
 async def make_api_client(target: ClusterTarget, identity: Identity | None,
