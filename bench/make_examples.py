@@ -978,9 +978,23 @@ def demo_io() -> dict[str, Any]:
 
     for run, pod in _demo_pods():
         container = pod["spec"]["containers"][0]["name"]
+        name = pod["metadata"]["name"]
+        if run == "ray-pretrain-live" and container == "ray-job-submitter":
+            # KubeRay's K8sJobMode submitter: `ray job submit --no-wait …; ray job logs --follow <id>`
+            # (training-logs.md §1 and row 10): the driver's output mirrored into the submitter's
+            # container log, where the kubelet stamps each line (`kubectl logs --timestamps`) —
+            # what a real cluster gives the status its progress times, steps and ETA from.
+            job_id = next(rj["status"]["jobId"] for r, rj in _ray_jobs(("ray-pretrain-live",)))
+            started = now - timedelta(minutes=20)
+            banner = [(started - timedelta(seconds=5), f"Job '{job_id}' submitted successfully"),
+                      (started - timedelta(seconds=5), "-------------------------------------------------------"),
+                      (started - timedelta(seconds=4), "Tailing logs until the job exits (disable with --no-wait):")]
+            driver = _hf_training(started, now - timedelta(seconds=30), every=60, step0=100)
+            logs.append({"namespace": NS, "pod": name, "container": container,
+                         "text": _kubelet([*banner, *driver])})
+            continue
         if container != "trainer":
             continue
-        name = pod["metadata"]["name"]
         entry: dict[str, Any] = {"namespace": NS, "pod": name, "container": container}
         if run == "llama-ft-oom":
             # Killed by the kernel's OOM killer: no traceback, the log just stops (pod-failure-shapes.md).

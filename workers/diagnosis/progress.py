@@ -64,9 +64,11 @@ PROGRESS: tuple[ProgressFormat, ...] = (
     ProgressFormat("Hugging Face Trainer log dict",
                    "transformers 4.46 trainer_callback.py ProgressCallback.on_log (str(dict)); "
                    "transformers 5 prints the values as strings ({'loss': '5.391', …}, reference §2.7)",
-                   _re(r"""^\s*\{.*['"]loss['"]\s*:\s*['"]?(?P<loss>""" + _NUM
-                       + r""")['"]?.*['"](?:epoch|step)['"]\s*:"""
-                       + r"""(?:.*['"]step['"]\s*:\s*['"]?(?P<step>\d+))?"""),
+                   # Keys in any order (lookaheads): a greedy `.*` before `epoch|step` used to eat the
+                   # `'step': N` it was meant to capture, so no HF dict ever gave a step (issue 38.7).
+                   _re(r"""^\s*\{(?=.*['"]loss['"]\s*:\s*['"]?(?P<loss>""" + _NUM
+                       + r""")['"]?\s*[,}])(?=.*['"](?:epoch|step)['"]\s*:)"""
+                       + r"""(?:(?=.*['"]step['"]\s*:\s*['"]?(?P<step>\d+)))?"""),
                    "step", "loss", "loss"),
     ProgressFormat("Megatron-LM iteration line", "epfLLM/Megatron-LLM#11 training log",
                    _re(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|(?:.*\blm loss:\s*(?P<loss>"
