@@ -2,7 +2,7 @@
 `workers/outside/secrets.py` compiles when that version is installed, so a cold CLI does not
 import detect-secrets (and `requests`) at all. Do not edit by hand; regenerate after a bump with
 
-    .venv/bin/python -m workers.outside.detect_secrets_table
+    .venv/bin/python -m workers.outside.secrets
 
 tests/outside/test_detect_secrets_table.py fails when this table and the installed detect-secrets
 disagree."""
@@ -35,23 +35,3 @@ TABLE: tuple[tuple[str, int, str, bool, bool], ...] = (
     ('TwilioKeyDetector', 0, 'AC[a-z0-9]{32}', False, False),
     ('TwilioKeyDetector', 1, 'SK[a-z0-9]{32}', False, False),
 )
-
-
-def _write() -> None:
-    """Regenerate this file from the installed detect-secrets."""
-    import pathlib
-
-    from workers.outside.secrets import detector_table, installed_version
-
-    path = pathlib.Path(__file__)
-    text = path.read_text(encoding="utf-8")
-    head, _, rest = text.partition("\nVERSION = ")
-    _, _, tail = rest.partition("\n)\n")
-    rows = "".join(f"    {row!r},\n" for row in detector_table())
-    path.write_text(f"{head}\nVERSION = {installed_version()!r}\n# (detector, index in its denylist, pattern, "
-                    f"ignore case, has a capture group)\nTABLE: tuple[tuple[str, int, str, bool, bool], ...] = (\n"
-                    f"{rows})\n{tail}", encoding="utf-8")
-
-
-if __name__ == "__main__":
-    _write()

@@ -374,4 +374,20 @@ def redact(text: str) -> str:
     return _redact_full(text)
 
 
-__all__ = ["REDACTED", "RULES", "Rule", "detector_table", "installed_version", "redact", "replace", "spans"]
+def write_table() -> None:
+    """Regenerate `detect_secrets_table.py` from the installed detect-secrets (after a bump)."""
+    path = detect_secrets_table.__file__
+    with open(path, encoding="utf-8") as handle:
+        head = handle.read().partition("\nVERSION = ")[0]
+    rows = "".join(f"    {row!r},\n" for row in detector_table())
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"{head}\nVERSION = {installed_version()!r}\n# (detector, index in its denylist, pattern, "
+                     f"ignore case, has a capture group)\nTABLE: tuple[tuple[str, int, str, bool, bool], ...] = (\n"
+                     f"{rows})\n")
+
+
+__all__ = ["REDACTED", "RULES", "Rule", "detector_table", "installed_version", "redact", "replace", "spans",
+           "write_table"]
+
+if __name__ == "__main__":
+    write_table()
