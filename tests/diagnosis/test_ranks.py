@@ -428,3 +428,35 @@ def test_the_card_shows_the_culprit_in_one_line_and_its_evidence_in_details() ->
     assert len(culprit_lines) == 1 and "rank 17" in culprit_lines[0] and "Xid 79" in culprit_lines[0]
     details = render_details(context.details)  # type: ignore[arg-type]
     assert block_errors(details.blocks) == [] and "SeqNum=4512" in _texts(details.blocks)
+
+
+# --- Several ranks in one log: torchrun's pod, a Ray driver's workers -------------------------------
+
+def test_the_recorded_torchrun_pods_one_log_names_its_culprit_rank() -> None:
+    lines = [tuple(line.split(" ", 1)) for line in
+             (REAL / "torchrun-rank-traceback.log").read_text().splitlines() if " " in line]
+    j = k8s.job("llama-ft-7b", suspend=False, failed=1, conditions=k8s.job_failed())
+    pod = k8s.job_pod(j, node="gpu-b2", phase="Failed", containers=[k8s.terminated(exit_code=1)])
+    d = evaluate([j, k8s.workload(j, state="admitted"), pod], "llama-ft-7b", NOW,
+                 logs=LogEvidence(lines=lines, source="pod"))  # type: ignore[arg-type]
+    culprit = d.phase("Runtime progress").culprit
+    assert culprit is not None and culprit.rank == 3 and culprit.node == "gpu-b2"
+
+
+def test_a_ray_drivers_workers_are_ranks_on_the_nodes_of_their_ips() -> None:
+    # vLLM on Ray (code index): `(RayWorkerWrapper pid=270291, ip=10.175.94.190) [rank3]:[E219 …]
+    # [PG ID 2 PG GUID 3 Rank 3] Timeout at NCCL work: 31, last enqueued NCCL work: 58, last completed
+    # NCCL work: 30.` — here four workers, the IPs those of this cluster's pods, rank 2 lagging.
+    rj = k8s.rayjob("ray-pretrain-13b")
+    rc = k8s.raycluster(rayjob=rj, state="ready")
+    pods = [k8s.ray_pod(rc, "worker", phase="Running", containers=[k8s.running("ray-worker")], node=f"gpu-r{i}",
+                        index=i) for i in range(4)]
+    lines = []
+    for i, pod in enumerate(pods):
+        seq = 30 if i == 2 else 31
+        lines.append((None, f"(RayWorkerWrapper pid={270290 + i}, ip={pod['status']['podIP']}) [rank{i}]:[E219 "
+                      f"08:58:32.606693321 ProcessGroupNCCL.cpp:1834] [PG ID 2 PG GUID 3 Rank {i}] Timeout at NCCL "
+                      f"work: {seq}, last enqueued NCCL work: {seq}, last completed NCCL work: {seq - 1}."))
+    culprit = find_culprit(read_ranks([PodLog(pod="driver", lines=lines)], pods), pods, {})
+    assert culprit is not None and culprit.rank == 2 and culprit.node == "gpu-r2"
+    assert culprit.pod == pods[2]["metadata"]["name"]

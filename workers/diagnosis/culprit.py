@@ -44,6 +44,8 @@ from .timeutil import parse_time
 
 # A rank's own prefix on every line torchrun relays (`[rank3]: …`, `[default0]: …`).
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:")
+# A Ray worker's or actor's line as the driver relays it: `(RayTrainWorker pid=81, ip=10.0.0.5) …`.
+_RAY_WORKER = re.compile(r"^\((?P<name>[\w.:<>-]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\w.:-]+))?\)\s?")
 # The rank in ProcessGroupNCCL's log prefix: `[Rank 2]`, `[PG 0 Rank 2]`, `[PG 1 Rank 0]`,
 # `[PG ID 1 PG GUID 1 Rank 2]`, `[PG 0 (default_pg) Rank 1]` (pytorch c10d ProcessGroupNCCL.cpp logPrefix).
 _PG_RANK = re.compile(r"\[(?:PG\b[^\]]*?\s)?Rank (\d+)\]")
@@ -204,28 +206,43 @@ def _summary_block(lines: list[str], report: RankReport) -> None:
 
 
 def read_ranks(logs: list[PodLog], pods: list[dict], sampled: str | None = None) -> RankReport:
-    """Every rank's facts from the pods' log tails (pods of the run give rank and node)."""
+    """Every rank's facts from the pods' log tails (pods of the run give rank and node). A Ray
+    driver log carries its workers' lines behind `(Name pid=N, ip=A)`: each worker is a rank of
+    its own, on the pod with that IP (its node)."""
     by_name = {meta(p).get("name"): p for p in pods}
+    by_ip = {ip: p for p in pods for ip in _pod_ips(p)}
     report = RankReport(sampled=sampled)
-    facts: dict[tuple[str, int | None], RankFacts] = {}
+    facts: dict[tuple[str, int | None, str | None], RankFacts] = {}
     for log in logs:
         pod = by_name.get(log.pod) or {}
         node = (pod.get("spec") or {}).get("nodeName")
         default_rank = pod_rank(pod)
         if log.unavailable is not None:
             report.unread.append(f"{log.pod}: {log.unavailable}")
-            facts[(log.pod, default_rank)] = RankFacts(default_rank, log.pod, node, read=False)
+            facts[(log.pod, default_rank, None)] = RankFacts(default_rank, log.pod, node, read=False)
             continue
-        per_rank: dict[int | None, list[tuple[str | None, str]]] = {}
+        # (pod, node, rank, worker pid) → the lines of that rank
+        groups: dict[tuple[str, str | None, int | None, str | None], list[tuple[str | None, str]]] = {}
         plain: list[str] = []
         for stamp, raw in log.lines:
             text = strip_ansi(raw)
+            where, at_node, worker = log.pod, node, None
+            if (ray := _RAY_WORKER.match(text)) is not None:
+                text = text[ray.end():]
+                worker = ray["pid"]
+                host = by_ip.get(ray["ip"] or "")
+                if host is not None:
+                    where = meta(host).get("name") or log.pod
+                    at_node = (host.get("spec") or {}).get("nodeName")
             prefixed = _RANK_PREFIX.match(text)
             body = text[prefixed.end():].lstrip() if prefixed else text
             rank = int(prefixed[1]) if prefixed else None
             if rank is None and (pg := _PG_RANK.search(body)):
                 rank = int(pg[1])
-            per_rank.setdefault(rank if rank is not None else default_rank, []).append((stamp, raw))
+            if rank is None and worker is None:
+                rank = default_rank
+            groups.setdefault((where, at_node, rank, None if rank is not None else worker), []).append(
+                (stamp, raw))
             plain.append(body)
             for m in _DESYNC.finditer(body):
                 named = _ranks_in(m["ranks"] or m["lagging"] or "")
@@ -234,15 +251,37 @@ def read_ranks(logs: list[PodLog], pods: list[dict], sampled: str | None = None)
             if (ip := _WORKER_IP.search(body)) is not None:
                 report.worker_ips.append((next(g for g in ip.groups() if g), display(body)[:300]))
         _summary_block(plain, report)
-        if set(per_rank) == {None} or not per_rank:
-            per_rank = {default_rank: per_rank.get(None, [])}
-        for rank, lines in per_rank.items():
-            if rank is None and default_rank is None and len(per_rank) > 1:
-                continue  # a launcher's own lines beside its ranks' prefixed ones
-            f = facts.setdefault((log.pod, rank), RankFacts(rank, log.pod, node))
+        if not groups:
+            groups = {(log.pod, node, default_rank, None): []}
+        several = len(groups) > 1
+        for (where, at_node, rank, worker), lines in groups.items():
+            if several and rank is None and worker is None and default_rank is None:
+                continue  # a launcher's or driver's own lines beside its ranks' prefixed ones
+            f = facts.setdefault((where, rank, worker), RankFacts(rank, where, at_node))
             _scan(f, lines)
     report.ranks = list(facts.values())
     return report
+
+
+def _pod_ips(pod: dict) -> list[str]:
+    status = pod.get("status") or {}
+    return [ip for ip in [status.get("podIP"), *(a.get("ip") for a in status.get("podIPs") or [])] if ip]
+
+
+def ranks_in_one_log(lines: list[tuple[str | None, str]], name: str) -> list[PodLog]:
+    """One log that holds several ranks' lines (torchrun's `[rankN]:` in one pod, a Ray driver's
+    `(Name pid=N, ip=A)` workers) as the ranks' logs; [] when it holds one rank or none."""
+    seen: set[str] = set()
+    for _stamp, raw in lines:
+        text = strip_ansi(raw)
+        if (ray := _RAY_WORKER.match(text)) is not None:
+            seen.add(f"ray:{ray['pid']}")
+            text = text[ray.end():]
+        if (rank := _RANK_PREFIX.match(text)) is not None:
+            seen.add(f"rank:{rank[1]}")
+        if len(seen) >= 2:
+            return [PodLog(pod=name, lines=lines)]
+    return []
 
 
 def _scan(f: RankFacts, lines: list[tuple[str | None, str]]) -> None:
@@ -487,5 +526,5 @@ def why_no_culprit(report: RankReport) -> str:
     return "no culprit: the evidence singles out no rank (" + "; ".join(parts) + ")"
 
 
-__all__ = ["LEAD_SECONDS", "RankFacts", "RankReport", "find_culprit", "pod_rank", "read_ranks",
-           "why_no_culprit"]
+__all__ = ["LEAD_SECONDS", "RankFacts", "RankReport", "find_culprit", "pod_rank", "ranks_in_one_log",
+           "read_ranks", "why_no_culprit"]

@@ -11,7 +11,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from . import registry
-from .culprit import RankFacts, RankReport, find_culprit, follower, pod_rank, read_ranks, why_no_culprit
+from .culprit import (
+    RankFacts,
+    RankReport,
+    find_culprit,
+    follower,
+    pod_rank,
+    ranks_in_one_log,
+    read_ranks,
+    why_no_culprit,
+)
 from .linkage import meta
 from .models import ExperimentEvidence, Finding, LogEvidence, PhaseResult, PhaseState, PodLog
 from .phases.common import RunContext, clip, result
@@ -119,7 +128,8 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
     if logs.unavailable is not None:
         return result(RUNTIME, LAYER, PhaseState.SKIPPED, f"unavailable: {clip(logs.unavailable, 200)}",
                       UNREAD), None
-    report = read_ranks(logs.ranks, ctx.objs.pods, logs.ranks_sampled) if logs.ranks else None
+    ranks = logs.ranks or ranks_in_one_log(logs.lines, _one_log_pod(ctx, logs))  # torchrun's, Ray's workers
+    report = read_ranks(ranks, ctx.objs.pods, logs.ranks_sampled) if ranks else None
     p = parse_progress(logs.lines if logs.lines or not logs.ranks else _primary(logs.ranks, ctx.objs.pods))
     if report is not None and p.found is None:
         p.found = _ranks_found(report)
@@ -134,6 +144,14 @@ def runtime_progress(ctx: RunContext, logs: LogEvidence, stall_seconds: int
     if report is None or check.state is not PhaseState.WARNING:
         return check, p
     return _with_culprit(ctx, check, report), p
+
+
+def _one_log_pod(ctx: RunContext, logs: LogEvidence) -> str:
+    """Whose log the run's one log is: a Job's only pod (torchrun's ranks all in it), else its source."""
+    own = [p for p in ctx.objs.pods if not ctx.objs.is_ray_pod(p)]
+    if ctx.objs.kind == "Job" and len(own) == 1:
+        return str(meta(own[0]).get("name") or "pod")
+    return logs.source or "log"
 
 
 def _primary(ranks: list[PodLog], pods: list[dict]) -> list[tuple[str | None, str]]:
