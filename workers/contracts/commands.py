@@ -113,8 +113,13 @@ class TopologyValidateCommand(_Command):
         return " ".join(parts)
 
 
-_SELECTOR_TERM = r"[A-Za-z0-9./_-]+(=[A-Za-z0-9._-]*)?"
-SELECTOR = re.compile(rf"^{_SELECTOR_TERM}(,{_SELECTOR_TERM})*$")
+# Kubernetes label selector syntax: equality (`k=v`, `k==v`, `k!=v`), existence (`k`, `!k`) and
+# set-based (`k in (a,b)`, `k notin (a)`) terms, comma-separated — the set-based form is what a
+# card suggests for "these nodes" (`kubernetes.io/hostname in (a,b)`).
+_KEY, _VALUE = r"[A-Za-z0-9./_-]+", r"[A-Za-z0-9._-]*"
+_SELECTOR_TERM = (rf"(?:{_KEY} +(?:in|notin) +\( *{_VALUE}(?: *, *{_VALUE})* *\)"
+                  rf"|{_KEY} *(?:==|!=|=) *{_VALUE}|!?{_KEY})")
+SELECTOR = re.compile(rf"^{_SELECTOR_TERM}(?: *, *{_SELECTOR_TERM})*$")
 LabelSelector = Annotated[str, Field(pattern=SELECTOR.pattern, max_length=300)]
 
 

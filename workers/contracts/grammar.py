@@ -142,6 +142,10 @@ def _options(words: list[str], verb: str) -> tuple[list[str], dict[str, str | bo
                 raise CommandError(f"{name} needs a value", verb)
             if not value:
                 raise CommandError(f"{name} needs a value", verb)
+            if name == "--selector" and i < len(words) and words[i] in ("in", "notin"):
+                # A set-based term spans words (`kubernetes.io/hostname in (a, b)`): up to its `)`.
+                end = next((j for j in range(i, len(words)) if ")" in words[j]), len(words) - 1)
+                value, i = " ".join([str(value), *words[i:end + 1]]), end + 1
         else:
             raise CommandError(_unknown_flag(name, verb), verb)
         if name in flags:
@@ -268,7 +272,8 @@ def _parse_cluster(words: list[str]) -> TopologyValidateCommand | NodesValidateC
         raise CommandError("give exactly one of --gpu-class C or --selector S", verb)
     chosen = f"{GPU_CLASS_LABEL}={gpu_class}" if gpu_class else str(selector)
     if not SELECTOR.match(chosen):
-        raise CommandError(f"invalid selector {_echo(chosen)}: key=value[,key=value]", verb)
+        raise CommandError(f"invalid selector {_echo(chosen)}: key=value[,key=value] or "
+                           "key in (a,b)", verb)
     minimum = flags.get("--min-healthy")
     if minimum is not None and not str(minimum).isdigit():
         raise CommandError(f"invalid --min-healthy {_echo(str(minimum))}: a number of nodes", verb)
@@ -434,7 +439,7 @@ FLAG_HELP: dict[str, dict[str, str]] = {
     },
     "cluster validate nodes": {
         "--gpu-class C": f"the nodes whose {GPU_CLASS_LABEL} label is C (or --selector)",
-        "--selector S": "the nodes matching the label selector S, key=value[,key=value]",
+        "--selector S": "the nodes matching the label selector S: key=value[,key=value] or key in (a,b)",
         "--min-healthy N": "fail unless at least N nodes pass",
         "--timeout 2m": "how long the validation pods may run (10s–30m, default 2m)",
         "--workspace W": "the workspace whose cluster to validate",

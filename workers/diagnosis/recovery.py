@@ -18,7 +18,7 @@ def recovery(first: PhaseResult | None, finding: Finding, layer: int, *, termina
         return Recovery(action="none", summary="Nothing to recover: the run succeeded.")
     if first is None:
         return Recovery(action="none", summary="No lifecycle phase shows a failure; progress is proven only "
-                        "by the log (`/tau logs <run>`).")
+                        "by the log and the experiment record.")
     if first.state is PhaseState.ACTIVE and first.layer == 7 and finding.transient is None:
         what = "the log shows progress" if first.name == RUNTIME_PROGRESS.name else "the run is running"
         return Recovery(action="none", summary=f"Nothing to recover: {what}.")

@@ -22,6 +22,7 @@ violation is a bug in this module and raises `CardError`; it is never posted.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import datetime
 from functools import lru_cache
@@ -215,6 +216,25 @@ class RenderedCard(BaseModel):
 
 
 # ------------------------------------------------------------------ building
+
+
+_PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z-]*>")
+
+
+def filled_in(command: str) -> bool:
+    """Whether a suggested command can be run as shown: a `<cluster-queue-name>` or `<N>` left by
+    the guide's template is a dead end on a card (issue 38), so such a line is not offered."""
+    return not _PLACEHOLDER.search(command)
+
+
+def _with_queue_names(hint: str, d: Diagnosis) -> str:
+    """An operator hint with the run's own LocalQueue and ClusterQueue, when the answer knows them."""
+    queue = d.queue_position
+    if queue is not None:
+        hint = hint.replace("<local-queue-name>", queue.local_queue)
+        if queue.cluster_queue:
+            hint = hint.replace("<cluster-queue-name>", queue.cluster_queue)
+    return hint
 
 
 def _transient_text(transient: bool | None) -> str:
@@ -459,7 +479,8 @@ def build_phase_card(
                      + (f" · `gpu_utilization`: {escape(headline, 160)}" if headline else ""))
     elif run_profile:
         notes.append("`--run-profile`: no GPU telemetry (the workspace did not resolve).")
-    footer = [] if succeeded(d, verdict) else [code(info.command, 200)]  # nothing to check
+    command = info.command if filled_in(info.command) else ""  # the guide's form, with `<class>`: no
+    footer = [] if succeeded(d, verdict) or not command else [code(command, 200)]  # nothing to check
     if diagnosed_at is not None:
         footer.append(f"diagnosed {diagnosed_at.strftime('%Y-%m-%d %H:%M:%S UTC')}")
     if requests is not None:
@@ -468,9 +489,10 @@ def build_phase_card(
         notes.append(" · ".join(footer))
 
     hints = ""
-    if operator_hints_allowed and info.operator_hints:
+    runnable = [h for h in (_with_queue_names(h, d) for h in info.operator_hints) if filled_in(h)]
+    if operator_hints_allowed and runnable:
         hints = "*Operator commands* (you have cluster-wide Kueue read access)\n" + code_block(
-            "\n".join(info.operator_hints), 2000
+            "\n".join(runnable), 2000
         )
     details = CardDetails(
         header=plain(f"📋 Details · {run.name}", MAX_HEADER_TEXT),
@@ -484,7 +506,7 @@ def build_phase_card(
         ], MAX_SECTION_TEXT),
         recovery=(f"*Recovery* (layer 8) — `{d.recovery.action}`: {escape(d.recovery.summary, 2000)}"
                   if d.recovery else ""),
-        command=f"*TauGrid command*\n{code(info.command, 1000)}",
+        command=f"*TauGrid command*\n{code(command, 1000)}" if command else "",
         operator_hints=hints,
         gpu_profile=gpu,
         fallback=escape(f"Details of {run.name}: layer {d.layer}", 300),

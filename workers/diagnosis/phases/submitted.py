@@ -20,7 +20,7 @@ NOT_FOUND = Finding(
     reason="run.not_found",
     owner="researcher",
     transient=False,
-    next_action="Check the run name and namespace (`tau run list`), or submit it again; "
+    next_action="Check the run name and namespace (`/tau runs` lists yours), or submit it again; "
     "validate the config first with `tau run validate --config tau/train.yaml`.",
 )
 INVALID = Finding(
