@@ -183,7 +183,8 @@ def valid_name(name: str) -> bool:
 
 def shared_key(cluster: str, namespace: str, local_queue: str) -> str:
     """The Redis key of a LocalQueue's ClusterQueue hint, shared by the monitor and every worker."""
-    return SHARED_KEY + hashlib.sha256("\0".join((cluster, namespace, local_queue)).encode()).hexdigest()[:32]
+    digest = hashlib.sha256("\0".join((cluster, namespace, local_queue)).encode()).hexdigest()[:32]
+    return keys.cluster_queue_of_key(digest)
 
 
 def share_cluster_queues(conn: Any, cluster: str, namespace: str, local_queues: list[dict]) -> int:
