@@ -64,9 +64,10 @@ from workers.diagnosis.models import (
     PhaseState,
     RunRef,
 )
-from workers.diagnosis.phases import POD_JUDGES, image_pull
+from workers.diagnosis.phases import image_pull
 from workers.diagnosis.phases.admission import PREEMPTED, WAITING
 from workers.diagnosis.phases.common import RunContext
+from workers.diagnosis.phases.table import POD_JUDGES
 from workers.diagnosis.podfacts import is_terminal
 from workers.diagnosis.profile import GpuProfile, unavailable_profile
 from workers.diagnosis.progress_checks import DEFAULT_STALL_SECONDS, main_started
