@@ -108,7 +108,9 @@ async def test_a_rayjob_whose_submitter_log_stopped_30_minutes_ago_is_a_stall_on
         assert read.header_values("Impersonate-User") == ["alice@example.com"]
         # Quiet for longer than the threshold: the driver log was checked, and it ends where the mirror does.
         assert any(p.endswith("/api/v0/logs/file") for p in _proxied(emu))
-        assert len(emu.requests) <= 12  # layers 6–8: nodes, the submitter log, the driver log's check
+        # layers 6–8: nodes, the submitter log, the driver log's check; a stall adds the driver's
+        # stack (SPEC §5c: the proxy's access review, the job's details, py-spy's traceback)
+        assert len(emu.requests) <= 15
 
 
 async def test_a_progressing_submitter_log_is_progress_at_its_own_time_without_the_dashboard(
@@ -154,12 +156,14 @@ async def test_without_get_pods_log_neither_the_submitter_nor_the_dashboard_is_r
         assert _proxied(emu) == []
 
 
-@pytest.mark.parametrize(("quiet_minutes", "expected"), [(1, 11), (30, 12)], ids=["progressing", "quiet mirror"])
+@pytest.mark.parametrize(("quiet_minutes", "expected"), [(1, 11), (30, 15)], ids=["progressing", "quiet mirror"])
 async def test_requests_per_status_with_layers_6_to_8_stay_within_12(tmp_path: Path, quiet_minutes: int,
                                                                      expected: int) -> None:
     """Issue 25's figure: a live RayJob status with node health (6), the submitter log and the MLflow
     record (7) and a recovery (8) — the run, its objects, one node LIST, one log read, the log's and
-    the record's access reviews; a mirror quiet past the threshold adds one read of the driver log."""
+    the record's access reviews; a mirror quiet past the threshold adds one read of the driver log,
+    and the stall it shows adds the driver's stack (issue 40, SPEC §5c): the head proxy's access
+    review, the job's details and the dashboard's py-spy traceback — three requests."""
     objects, sub_pod, service, job_id = ray_run()
     lines = driver_lines(10)
     with running_fake_mlflow() as mlflow:

@@ -392,7 +392,8 @@ async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: Run
         read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, access=access,
                                   stall_seconds=stall_seconds, ranks=True)  # every rank's tail (SPEC §5c)
         read = remember(seen, uid, read, now)
-        return await with_driver_stack(reader, objs, read, now=now, stall_seconds=stall_seconds)
+        return await with_driver_stack(reader, objs, read, now=now, stall_seconds=stall_seconds,
+                                       access=access)
 
     logs_call = logs_read()
     store = ws.spec.experiments

@@ -135,6 +135,15 @@ class LogAccess:
                 result.unavailable.append("permission denied (get pods/log)")
         return self._answer is True
 
+    async def answer(self) -> bool | ReadError:
+        """The review's answer, asking it now if nobody has (another reader of the same
+        permission — the driver's stack — reuses it instead of asking again)."""
+        if self._answer is None:
+            self.start()
+            assert self._asked is not None
+            self._answer = await self._asked
+        return self._answer
+
     def refused(self) -> None:
         """The API server refused this caller `get pods/log` itself: no review needs asking."""
         if self._answer is None:
@@ -473,13 +482,14 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
 
 
 async def with_driver_stack(reader: KubeReader, objs: RunObjects, logs: LogEvidence, *, now: datetime,
-                            stall_seconds: int = DEFAULT_STALL_SECONDS) -> LogEvidence:
+                            stall_seconds: int = DEFAULT_STALL_SECONDS,
+                            access: LogAccess | None = None) -> LogEvidence:
     """A stalled RayJob's log with its driver's stack (`stack.driver_stack`, SPEC §5c): read only
     when the engine's check of that log is a warning — after the first-sighting record
     (`seen.remember`) is applied, since the dashboard's lines carry no time of their own."""
     if objs.kind != "RayJob" or logs.unavailable is not None or not stalled(objs, logs, now, stall_seconds):
         return logs
-    frames, why = await driver_stack(reader, objs)
+    frames, why = await driver_stack(reader, objs, logs_allowed=await access.answer() if access else None)
     return logs.model_copy(update={"driver_stack": frames, "driver_stack_unavailable": why})
 
 

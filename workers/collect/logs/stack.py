@@ -59,16 +59,22 @@ def _ray_why(error: ReadError) -> str:
     return f"ray dashboard: {error.describe()}" + (f": {message}" if message else "")
 
 
-async def driver_stack(reader: KubeReader, objs: RunObjects) -> tuple[list[str], str | None]:
-    """(top frames, None) or ([], why not): the driver's stack of a RayJob with a submitted job."""
+async def driver_stack(reader: KubeReader, objs: RunObjects, *, logs_allowed: bool | ReadError | None = None
+                       ) -> tuple[list[str], str | None]:
+    """(top frames, None) or ([], why not): the driver's stack of a RayJob with a submitted job.
+    ``logs_allowed``: the status's own `get pods/log` review, when it already asked it."""
     status = (objs.run or {}).get("status") or {}
     cluster, job_id, ns = status.get("rayClusterName"), status.get("jobId"), objs.namespace or ""
     if objs.kind != "RayJob" or not cluster or not job_id:
         return [], "no Ray job submitted"
     service = f"{cluster}-head-svc"
+    async def known(answer: bool | ReadError) -> bool | ReadError:
+        return answer
+
     proxy, logs = await asyncio.gather(
         reader.access_review("get", "services", "", namespace=ns, subresource="proxy", name=service),
-        reader.access_review("get", "pods", "", namespace=ns, subresource="log"))
+        known(logs_allowed) if logs_allowed is not None
+        else reader.access_review("get", "pods", "", namespace=ns, subresource="log"))
     for answer, what in ((proxy, "get services/proxy"), (logs, "get pods/log")):
         if isinstance(answer, ReadError):
             return [], f"access review: {answer.describe()}"
