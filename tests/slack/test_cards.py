@@ -228,7 +228,7 @@ def test_a_card_takes_each_feature_only_through_its_typed_slot() -> None:
 def test_a_cut_never_splits_an_entity_or_leaves_a_code_span_open() -> None:
     from workers.render.mrkdwn import clip
 
-    assert clip("abc &lt;!channel&gt; def", 7) == "abc " + ELLIPSIS  # not "abc &l…"
+    assert clip("abc &lt;!channel&gt; def", 7) == "abc" + ELLIPSIS  # not "abc &l…"
     cut = clip("run `/tau logs some-very-long-run-name --previous` now", 20)
     assert cut.count("`") == 2 and cut.endswith(ELLIPSIS) and len(cut) <= 20
 

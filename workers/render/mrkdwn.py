@@ -152,8 +152,13 @@ def clip(text: str, limit: int) -> str:
         pieces.append(entity or clusters[i])
         i += len(entity) if entity else 1
     out = _fit(pieces, limit - 1)
-    if out.count("`") % 2:
-        out = out[: -len(ELLIPSIS)] + "`" + ELLIPSIS
+    if out.count("`") % 2:  # the cut fell inside a code span: close it, or drop it if nothing of it is left
+        head = out[: -len(ELLIPSIS)]
+        opened = head.rfind("`")
+        if head[opened + 1:].strip():
+            out = head + "`" + ELLIPSIS
+        else:
+            out = head[:opened].rstrip() + ELLIPSIS
     return out
 
 
@@ -266,4 +271,26 @@ def _fit(pieces: list[str], limit: int, *, tail: bool = False) -> str:
         used += size
     if tail:
         return ELLIPSIS + "".join(reversed(kept))
-    return "".join(kept) + ELLIPSIS
+    return "".join(_at_word_end(kept, pieces[len(kept)] if len(kept) < len(pieces) else "")) + ELLIPSIS
+
+
+LONGEST_WORD = 30  # `XIDErrorsFound`, `nvidia.com` and `CrashLoopBackOff` are far shorter
+
+
+def _is_word(piece: str) -> bool:
+    return bool(piece) and bool(_WORD.match(piece[0]))
+
+
+def _at_word_end(kept: list[str], following: str) -> list[str]:
+    """``kept`` ending where a word ends: a cut inside one (`XIDErrorsFou…`, `resume the r…`)
+    backs off to the last non-word character (a space, `/`, `-`, `:`, an entity), dropping a
+    trailing space. A run of word characters longer than `LONGEST_WORD` (a hash, a uid, padding)
+    is no word anyone reads whole: it is cut inside, as dropping it would show nothing of it."""
+    if kept and _is_word(kept[-1]) and _is_word(following):
+        low = max(-1, len(kept) - 1 - LONGEST_WORD)
+        boundary = next((i for i in range(len(kept) - 1, low, -1) if not _is_word(kept[i])), None)
+        if boundary is not None:
+            kept = kept[:boundary + 1]
+    while kept and kept[-1].isspace():
+        kept = kept[:-1]
+    return kept
