@@ -242,3 +242,16 @@ def test_cli_bad_input(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
     no_identity = _cli(str(binary), "--workspaces-dir", str(tmp_path))
     assert no_identity.returncode == 2 and "--as USER" in no_identity.stderr
+
+
+async def test_local_failures_beside_an_accepted_dry_run_get_one_verdict_line(tmp_path: Path) -> None:
+    """`❌ restartPolicy 'Always'` beside `✅ dry run … accepted` (issue 38, item 5): the summary says
+    which wins — the manifest would not run as intended — so nobody reads the ✅ as the answer."""
+    job = sample("Job")
+    job["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    async with KubeEmulator(workspace_objects()) as emu:
+        report = await validate(tmp_path, emu, job)
+    assert report.dry_run == "accepted" and not report.ok
+    assert report.summary.startswith("Verdict: it would not run as intended")
+    assert "restartPolicy" in report.summary and "the ❌ checks decide" in report.summary
+    assert check(report, "dry run (API server)").state == "ok"

@@ -41,8 +41,14 @@ def conclude(checks: list[ValidationCheck], *, workspace: str | None, manifest: 
     if not failed:
         return ValidationReport(**common, layer=3, ok=True, summary=summary_ok)
     first = min(failed, key=lambda c: c.layer)
+    summary = f"{first.name}: {first.detail}"
+    if dry_run == "accepted":
+        # Beside `✅ dry run … accepted`, a reader must not have to guess which one wins.
+        more = f" (and {len(failed) - 1} more ❌)" if len(failed) > 1 else ""
+        summary = (f"Verdict: it would not run as intended — {summary}{more}. The API server's dry run "
+                   "accepted it, but that proves only schema, RBAC and admission; the ❌ checks decide.")
     return ValidationReport(**common, layer=first.layer, ok=False, owner=first.owner, transient=transient,
-                            summary=f"{first.name}: {first.detail}", next_action=first.fix)
+                            summary=summary, next_action=first.fix)
 
 
 def input_report(error: Exception, workspace: str | None, *, offline: bool = False) -> ValidationReport:
