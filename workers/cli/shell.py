@@ -72,7 +72,7 @@ def _session(args: Any) -> Iterator[Any]:
         with demo_session(blocks=args.blocks) as shell:
             yield shell
         return
-    from bot.identity import IdentityConfigError
+    from bot.identity import IdentityConfigError, load_identity_map
     from shell.repl import Shell
     from workers.config.settings import SettingsError, load_settings
     from workers.plumbing.clock import SystemClock
@@ -95,7 +95,15 @@ def _session(args: Any) -> Iterator[Any]:
                       clock=SystemClock(), blocks_json=args.blocks)
     except IdentityConfigError as exc:
         raise UsageError(f"TAUBOT_IDENTITY_FILE: {exc}") from None
-    _write(BANNER.format(user=args.user, identity="your mapped identity", redis=where) + "\n")
+    mapping = load_identity_map(settings.identity_file)
+    entry = mapping.users.get(args.user)
+    if entry is not None:
+        identity = entry.user
+    elif mapping.map_by_email:
+        identity = "mapped by e-mail: resolved at the first command"
+    else:  # said now, not at the first refusal: the banner never claims a mapping that is not there
+        identity = f"not mapped: {settings.identity_file} does not list {args.user}, so commands are refused"
+    _write(BANNER.format(user=args.user, identity=identity, redis=where) + "\n")
     yield shell
 
 

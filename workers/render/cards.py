@@ -227,6 +227,19 @@ def filled_in(command: str) -> bool:
     return not _PLACEHOLDER.search(command)
 
 
+def _recovery_text(d: Diagnosis) -> str:
+    """*Details*' Recovery line. A verdict that ends with the answer's next action says only its
+    own part: the card above already shows *Next*, word for word (issue 38: no repeated lines)."""
+    if d.recovery is None:
+        return ""
+    summary = d.recovery.summary
+    if d.recovery.states_next_action and d.next_action and summary.endswith(d.next_action):
+        lead = summary[: -len(d.next_action)].rstrip(" :.")
+        said = f"{escape(lead, 2000)} — then *Next* on the card." if lead else "*Next* on the card."
+        return f"*Recovery* (layer 8) — `{d.recovery.action}`: {said}"
+    return f"*Recovery* (layer 8) — `{d.recovery.action}`: {escape(summary, 2000)}"
+
+
 def _with_queue_names(hint: str, d: Diagnosis) -> str:
     """An operator hint with the run's own LocalQueue and ClusterQueue, when the answer knows them."""
     queue = d.queue_position
@@ -504,8 +517,7 @@ def build_phase_card(
             f"*What layer {d.layer} proves when done:* {escape(info.proves, 1200)}",
             f"*What it does not prove:* {escape(info.does_not_prove, 1200)}",
         ], MAX_SECTION_TEXT),
-        recovery=(f"*Recovery* (layer 8) — `{d.recovery.action}`: {escape(d.recovery.summary, 2000)}"
-                  if d.recovery else ""),
+        recovery=_recovery_text(d),
         command=f"*TauGrid command*\n{code(command, 1000)}" if command else "",
         operator_hints=hints,
         gpu_profile=gpu,
