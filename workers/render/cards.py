@@ -83,6 +83,8 @@ UNREAD_KEPT = 120  # what of it stays when the first screen must be shortened: i
 EVIDENCE_LINE_BUDGET = 160
 FOCUS_BUDGET = 220
 NEXT_BUDGET = 320
+FOCUS_KEPT = 320  # the first incomplete line's room while the card's other lines are shortened
+FOCUS_MARK = "*First incomplete:"
 SHORTEN_STEPS = (200, 150, 110, 80, 60)  # per-line limits tried when a card is still too long
 
 STATE_EMOJI: dict[PhaseState, str] = {
@@ -733,15 +735,19 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
             return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
     # Still too long without evidence (long cluster text and every footer at once): shorten each
     # line of the card's own text, step by step; the whole of it is in *Details*.
-    for limit in SHORTEN_STEPS:
-        shorter = context.replace(
-            meta=clip(context.meta, limit), unreachable=clip(context.unreachable, limit),
-            unread=clip(context.unread, max(limit, UNREAD_KEPT)),
-            tree=_clip_lines(context.tree, limit), handoff=_clip_lines(context.handoff, limit),
-            notes=[clip(n, limit) for n in context.notes])
-        blocks = render_template("phase_card.json.j2", shorter, evidence="")
-        if _fits(blocks):
-            break
+    # The first incomplete line keeps up to FOCUS_KEPT (its key fact — `Xid 79` — often ends it)
+    # while the other lines give way; only a card that cannot fit so cuts it like the rest.
+    for floor in (FOCUS_KEPT, 0):
+        for limit in SHORTEN_STEPS:
+            shorter = context.replace(
+                meta=clip(context.meta, limit), unreachable=clip(context.unreachable, limit),
+                unread=clip(context.unread, max(limit, UNREAD_KEPT)),
+                tree=_clip_lines(context.tree, limit, focus=max(limit, floor)),
+                handoff=_clip_lines(context.handoff, limit), notes=[clip(n, limit) for n in context.notes])
+            blocks = render_template("phase_card.json.j2", shorter, evidence="")
+            final = _with_escalated_note(blocks, context)  # measured as posted: the note is longer
+            if _fits(blocks) and _fits(final):
+                return RenderedCard(text=context.fallback, blocks=final)
     return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
 
 
@@ -763,8 +769,10 @@ def _fits(blocks: list[dict[str, Any]]) -> bool:
     return chars <= FIRST_SCREEN_CHARS and lines <= FIRST_SCREEN_LINES
 
 
-def _clip_lines(text: str, limit: int) -> str:
-    return "\n".join(clip(line, limit) for line in text.split("\n"))
+def _clip_lines(text: str, limit: int, *, focus: int | None = None) -> str:
+    """Each line cut to ``limit``; the first incomplete phase's line to ``focus`` when given."""
+    return "\n".join(clip(line, focus if focus is not None and FOCUS_MARK in line else limit)
+                     for line in text.split("\n"))
 
 
 def _with_escalated_note(blocks: list[dict[str, Any]], context: SlottedCard) -> list[dict[str, Any]]:
