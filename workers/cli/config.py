@@ -32,6 +32,8 @@ from typing import Any
 
 import yaml
 
+from workers.config.settings import FILE_SUFFIX
+
 from .errors import UsageError
 from .registry import subcommand
 
@@ -41,6 +43,7 @@ MANIFEST_TEMPLATE = ROOT / "deploy" / "slack-app-manifest.yaml"
 TEMPLATE_HOST = "taubot.example.com"
 _USER = re.compile(r"^(?P<slack>[UW][A-Z0-9]{2,})=(?P<user>[^:\s]+)(?::(?P<groups>[^\s]+))?$")
 _CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
+BUTTON_KEY = "button-signing-key"
 
 
 class _Literal(yaml.SafeDumper):
@@ -51,28 +54,62 @@ _Literal.add_representer(str, lambda dumper, text: dumper.represent_scalar(
     "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
 
 
-def _ask(args: argparse.Namespace, read: Callable[[str], str]) -> Callable[[str, str, str | None], str]:
+Checker = Callable[[str], str | None]  # the problem with an answer, or None when it will do
+ASK_AGAIN = 3  # a typo costs one more prompt, not every answer given before it
+
+
+def _ask(args: argparse.Namespace, read: Callable[[str], str]) -> Callable[..., str]:
     """A prompt for one answer: the flag's value when given; else, interactively, the typed
-    line (empty: the default); else the default, or a usage error naming the flag."""
+    line (empty: the default); else the default, or a usage error naming the flag. A typed answer
+    that ``check`` refuses is asked again (the problem said on stderr), so the answers before it
+    are kept; a flag's bad value is a usage error, as there is nobody to ask."""
     interactive = args.ask or sys.stdin.isatty()
 
-    def ask(attr: str, question: str, default: str | None) -> str:
+    def ask(attr: str, question: str, default: str | None, check: Checker | None = None) -> str:
+        flag = f"--{attr.replace('_', '-')}"
         given = getattr(args, attr)
         if given not in (None, ""):
+            problem = check(str(given)) if check else None
+            if problem:
+                raise UsageError(f"{flag} {given!r}: {problem}")
             return str(given)
-        if interactive:
+        for _ in range(ASK_AGAIN if interactive else 0):
             shown = f" [{default}]" if default else ""
             try:
-                answer = read(f"{question}{shown}: ").strip()
+                answer = read(f"{question}{shown}: ").strip() or (default or "")
             except EOFError:
-                answer = ""
-            if answer:
+                break
+            if not answer:
+                continue
+            problem = check(answer) if check else None
+            if not problem:
                 return answer
-        if default is None:
-            raise UsageError(f"--{attr.replace('_', '-')} is needed ({question})")
+            print(f"  {answer!r}: {problem} — try again", file=sys.stderr)
+        if default is None or (check and check(default)):
+            raise UsageError(f"{flag} is needed ({question})")
         return default
 
     return ask
+
+
+def _channel_problem(answer: str) -> str | None:
+    """A channel id, not its name: `#ml-vision` is explained (the id is one click away in Slack)."""
+    if _CHANNEL.match(answer):
+        return None
+    if answer.startswith("#") or not answer[:1].isupper():
+        name = answer if answer.startswith("#") else f"#{answer}"
+        return (f"that is a channel name; give its id (C…): in Slack open {name} → its name at the top → "
+                "About → the Channel ID at the bottom")
+    return "a Slack channel id such as C012ABCDEF"
+
+
+def _mode_problem(answer: str) -> str | None:
+    return None if answer in ("socket", "http") else "socket or http"
+
+
+def _user_problem(answer: str) -> str | None:
+    return None if _USER.match(answer) else ("give SLACKID=kubernetes-user[:group,group], e.g. "
+                                             "U012ABCDEF=alice@example.com:team-vision")
 
 
 def _users(entries: list[str]) -> dict[str, dict[str, Any]]:
@@ -100,9 +137,8 @@ def build_values(args: argparse.Namespace, read: Callable[[str], str] = input) -
     image = ask("image", "Image repository (built from the Dockerfile), e.g. registry.example.com/taubot",
                 None)
     repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
-    mode = ask("mode", "Slack connection: socket (no public endpoint) or http (behind an Ingress)", "socket")
-    if mode not in ("socket", "http"):
-        raise UsageError(f"--mode {mode!r}: socket or http")
+    mode = ask("mode", "Slack connection: socket (no public endpoint) or http (behind an Ingress)", "socket",
+               _mode_problem)
     values: dict[str, Any] = {"image": {"repository": repository, **({"tag": tag} if tag else {})},
                               "bot": {"mode": mode}}
     if mode == "http":
@@ -120,15 +156,16 @@ def build_values(args: argparse.Namespace, read: Callable[[str], str] = input) -
     workspace = ask("workspace", "Workspace name users type (the descriptor's metadata.name)", None)
     namespace = ask("namespace", "Its namespace", f"team-{workspace}")
     queue = ask("local_queue", "Its Kueue LocalQueue", f"{workspace}-default")
-    channel = ask("channel", "Slack channel id it answers in (C…)", None)
-    if not _CHANNEL.match(channel):
-        raise UsageError(f"--channel {channel!r}: a Slack channel id such as C012ABCDEF")
+    channel = ask("channel", "Slack channel id it answers in (C…)", None, _channel_problem)
     descriptor = _descriptor(workspace, namespace, queue, channel, args.context)
     values["workspaces"] = {f"{workspace}.yaml": descriptor}
     entries = list(args.user or [])
     if not entries and not args.map_by_email:
-        entries = [ask("user", "First user, SLACKID=kubernetes-user[:group,group]", None)]
+        entries = [ask("user", "First user, SLACKID=kubernetes-user[:group,group]", None, _user_problem)]
     values["identity"] = {"users": _users(entries), "map_by_email": bool(args.map_by_email)}
+    # Buttons are signed in every mode: Socket Mode has no signing secret to fall back on, and a card
+    # without a key would carry no buttons at all. The key is one more entry of the Slack Secret.
+    values["config"] = {f"TAUBOT_BUTTON_SIGNING_KEY{FILE_SUFFIX}": f"/run/secrets/taubot-slack/{BUTTON_KEY}"}
     if args.unbounded_impersonation:
         values["rbac"] = {"impersonate": {"unbounded": True}}
     return values
@@ -218,11 +255,16 @@ def cmd_config_init(args: argparse.Namespace) -> int:
     _write(manifest_path, slack_manifest(mode, values.get("ingress", {}).get("host")), args.force)
     secret = ("--from-literal=bot-token=xoxb-… --from-literal=app-token=xapp-…" if mode == "socket"
               else "--from-literal=bot-token=xoxb-… --from-literal=signing-secret=…")
+    secret += f" --from-literal={BUTTON_KEY}=$(openssl rand -hex 32)"
+    workspace_ns = next(iter(yaml.safe_load(d)["spec"]["namespace"] for d in values["workspaces"].values()))
     print(f"wrote {values_path} and {manifest_path}\n"
-          f"next: create the Slack app from {manifest_path.name} "
-          "(api.slack.com/apps → From an app manifest),\n"
-          f"      kubectl -n taubot create secret generic taubot-slack {secret}\n"
-          f"      helm install taubot {chart} -n taubot -f {values_path}")
+          f"next: 1. create the Slack app from {manifest_path.name} "
+          "(api.slack.com/apps → From an app manifest) and install it to the workspace\n"
+          "      2. kubectl create namespace taubot\n"
+          f"      3. kubectl -n taubot create secret generic taubot-slack {secret}\n"
+          f"      4. helm install taubot {chart} -n taubot -f {values_path}\n"
+          f"      5. invite the app to its channel (/invite @taubot) and check the workspace's namespace "
+          f"{workspace_ns} exists (kubectl get namespace {workspace_ns})")
     return 0
 
 
