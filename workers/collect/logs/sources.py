@@ -33,10 +33,11 @@ from datetime import datetime, timedelta
 from workers.config.workspaces import KustoLogs, Registry, ResolutionFailure
 from workers.contracts.identity import Identity
 from workers.diagnosis.linkage import RunObjects, labels, meta
-from workers.diagnosis.models import LogEvidence
+from workers.diagnosis.models import LogEvidence, PhaseState
+from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.podfacts import containers, pod_name
 from workers.diagnosis.progress import strip_ansi
-from workers.diagnosis.progress_checks import DEFAULT_STALL_SECONDS
+from workers.diagnosis.progress_checks import DEFAULT_STALL_SECONDS, runtime_progress
 from workers.diagnosis.timeutil import parse_time
 from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
@@ -44,8 +45,10 @@ from workers.outside.text import redact, strip_controls
 
 from .kusto import KustoRefused, query_logs
 from .model import DEFAULT_TAIL, LogLine, LogsResult, last_lines
-from .ranks import needs_ranks, read_rank_logs, stalled
+from .ranks import needs_ranks, read_rank_logs
 from .stack import driver_stack
+
+WAITING_REASONS = ("progress.stalled", "progress.hang")  # the driver lives and does not advance
 
 POD_LOG_READS = 2
 DASHBOARD_MAX_BYTES = 4 * 1024 * 1024  # a driver log read: its last `tail` lines, and never more than this
@@ -481,13 +484,25 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
     return main.model_copy(update={"ranks": per_pod, "ranks_sampled": sampled})
 
 
+def driver_waits(objs: RunObjects, logs: LogEvidence, now: datetime, stall_seconds: int) -> bool:
+    """A driver that is alive and not progressing: the RayJob has not ended and its log's check is a
+    hang or a stall. A crashed or finished driver has no stack to show (its process is gone), so
+    none is asked for — a failed RayJob's card says what failed, not that a stack was unavailable."""
+    ctx = RunContext(objs=objs, now=now)
+    if ctx.terminal() is not None:
+        return False
+    check, _progress = runtime_progress(ctx, logs, stall_seconds)
+    return check is not None and check.state is PhaseState.WARNING and check.reason in WAITING_REASONS
+
+
 async def with_driver_stack(reader: KubeReader, objs: RunObjects, logs: LogEvidence, *, now: datetime,
                             stall_seconds: int = DEFAULT_STALL_SECONDS,
                             access: LogAccess | None = None) -> LogEvidence:
     """A stalled RayJob's log with its driver's stack (`stack.driver_stack`, SPEC §5c): read only
     when the engine's check of that log is a warning — after the first-sighting record
     (`seen.remember`) is applied, since the dashboard's lines carry no time of their own."""
-    if objs.kind != "RayJob" or logs.unavailable is not None or not stalled(objs, logs, now, stall_seconds):
+    if objs.kind != "RayJob" or logs.unavailable is not None \
+            or not driver_waits(objs, logs, now, stall_seconds):
         return logs
     frames, why = await driver_stack(reader, objs, logs_allowed=await access.answer() if access else None)
     return logs.model_copy(update={"driver_stack": frames, "driver_stack_unavailable": why})
