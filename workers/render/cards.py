@@ -433,8 +433,8 @@ def unread_line(d: Diagnosis) -> str:
     """`⚠️ Could not read: pods (HTTP 500), events (permission denied)`: every failed read, one line."""
     if not d.read_gaps:
         return ""
-    return escape("⚠️ Could not read: " + ", ".join(f"{plural} ({why})" for plural, why in d.read_gaps.items()),
-                  UNREAD_BUDGET)
+    gaps = ", ".join(f"{plural} ({why})" for plural, why in d.read_gaps.items())
+    return escape("⚠️ Could not read: " + gaps, UNREAD_BUDGET)
 
 
 def build_phase_card(
