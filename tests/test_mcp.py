@@ -91,10 +91,10 @@ def test_each_tool_answers_what_its_cli_twin_prints(cluster: tuple[KubeEmulator,
     assert [r["run"] for r in listed["runs"]] == ["llama-ft-oom", "ray-pretrain-live"]
     answered = json.loads(text(logs))
     expected = cli(directory, "logs", "llama-ft-oom", "--workspace", "vision", "--tail", "50", "--format", "json")
-    # The CLI prints the user's own log to their own terminal as it is; the MCP answer goes into a
-    # model's context, so it passes the door a Slack card does: the same JSON, the key redacted.
-    assert answered == scrubbed(expected) and answered["lines"]
-    assert SECRET in json.dumps(expected) and SECRET not in text(logs)
+    # Both pass the door a Slack card does (a terminal's log is pasted into tickets and chats, a tool's
+    # answer goes into a model's context): the same JSON, the key redacted in each.
+    assert answered == expected == scrubbed(expected) and answered["lines"]
+    assert SECRET not in json.dumps(expected) and SECRET not in text(logs)
     assert json.loads(text(validate)) == cli(directory, "validate", "-", "--workspace", "vision", "--format",
                                              "json", stdin=SAMPLE_JOB_YAML)
     assert bad.is_error and "DNS-1123" in text(bad) and "Traceback" not in text(bad)

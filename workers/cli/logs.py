@@ -18,6 +18,7 @@ from .registry import subcommand
 def cmd_logs(args: Any) -> int:
     import asyncio
 
+    from workers.collect.logs.model import shareable
     from workers.collect.logs.sources import logs_live
     from workers.contracts.commands import DNS1123_LABEL, MAX_LOG_TAIL
     from workers.plumbing.clock import SystemClock
@@ -32,9 +33,10 @@ def cmd_logs(args: Any) -> int:
     if identity is None:
         raise UsageError("logs needs --as USER [--as-group G]… (taubot never reads logs as itself "
                          "for a user)")
-    result = asyncio.run(logs_live(registry_from(args), run=args.run, identity=identity,
-                                   now=SystemClock().now(), workspace=args.workspace, tail=args.tail,
-                                   previous=args.previous))
+    # The same door as Slack's and MCP's: a terminal's log is pasted into tickets and chats too.
+    result = shareable(asyncio.run(logs_live(registry_from(args), run=args.run, identity=identity,
+                                             now=SystemClock().now(), workspace=args.workspace,
+                                             tail=args.tail, previous=args.previous)))
     if args.format == "json":
         print(json.dumps(result.contract(), ensure_ascii=False))
     else:

@@ -17,10 +17,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from workers.collect.logs.model import LogsResult
+from workers.collect.logs.model import shareable
 from workers.collect.logs.sources import logs_live
 from workers.contracts.requests import LogsRequest
-from workers.outside.text import clean, redact_lines
 from workers.render.cards import build_logs_card
 from workers.services import Services
 from workers.surfaces.base import Failed
@@ -38,17 +37,6 @@ log = logging.getLogger(__name__)
 def log_file(result: Any) -> str:
     """The tail as `kubectl logs --timestamps` prints it (a line's own time first, when known)."""
     return "".join(f"{line.time} {line.text}\n" if line.time else f"{line.text}\n" for line in result.lines)
-
-
-def shareable(result: LogsResult) -> LogsResult:
-    """The log as it may be posted: every line redacted, stripped and clipped (a private key
-    spanning lines removed whole), and the sources' reasons too (an error may quote a URL)."""
-    texts = redact_lines(line.text for line in result.lines)
-    lines = [line.model_copy(update={"text": text}) for line, text in zip(result.lines, texts, strict=True)]
-    return result.model_copy(update={
-        "lines": lines,
-        "unavailable": [clean(reason, 400) for reason in result.unavailable],
-    })
 
 
 def run_logs(services: Services, request: LogsRequest, *, job: Job | None, now: datetime) -> dict[str, Any]:

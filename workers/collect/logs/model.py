@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from workers.outside.text import clean, redact_lines
+
 Source = Literal["ray-dashboard", "pod", "kusto"]
 DEFAULT_TAIL = 200
 MAX_TAIL = 5000
@@ -152,5 +154,16 @@ def stream_lines(chunks: Iterable[bytes]) -> Iterator[str]:
         yield _line(raw.decode("utf-8", errors="replace"))
 
 
-__all__ = ["DEFAULT_TAIL", "MAX_TAIL", "LogLine", "LogsResult", "Source", "Window", "last_lines",
+def shareable(result: LogsResult) -> LogsResult:
+    """The log as it may be posted: every line redacted, stripped and clipped (a private key
+    spanning lines removed whole), and the sources' reasons too (an error may quote a URL)."""
+    texts = redact_lines(line.text for line in result.lines)
+    lines = [line.model_copy(update={"text": text}) for line, text in zip(result.lines, texts, strict=True)]
+    return result.model_copy(update={
+        "lines": lines,
+        "unavailable": [clean(reason, 400) for reason in result.unavailable],
+    })
+
+
+__all__ = ["DEFAULT_TAIL", "MAX_TAIL", "LogLine", "LogsResult", "Source", "Window", "last_lines", "shareable",
            "split_timestamp", "stream_lines"]
