@@ -64,12 +64,13 @@ def main() -> int:
                     raise SystemExit(f"taubot diagnose failed ({done.returncode}): {done.stderr[-2000:]}")
             first = json.loads(done.stdout).get("first_incomplete")
             print(f"cold taubot diagnose live ({EXAMPLE}, 0 RTT), {args.runs} processes: median "
-                  f"{statistics.median(walls):.3f} s, min {min(walls):.3f} s (goal ≤ 0.6 s); CPU of the process: "
+                  f"{statistics.median(walls):.3f} s, min {min(walls):.3f} s (goal ≤ 0.6 s); "
+                  "CPU of the process: "
                   f"median {statistics.median(cpus):.3f} s, min {min(cpus):.3f} s (the wall time on a busy "
                   f"machine is mostly waiting for a core); first incomplete {first}")
             if args.importtime:
-                traced = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, capture_output=True,
-                                        text=True, check=False)
+                traced = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env,
+                                        capture_output=True, text=True, check=False)
                 rows = []
                 for line in traced.stderr.splitlines():
                     if m := re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line):

@@ -4,8 +4,8 @@ What runs: the Kubernetes API emulator in its own process (bench/emulator_proces
 and bookmarks, the real `taubot monitor` process, a private `redis-server`, and the fake Slack on a
 thread here. One descriptor (and channel) per namespace. Each run is a Job, its Workload and
 `--pods` pods (10 by default), each served as a real API server serves it (managedFields, kubectl's
-last-applied-configuration, env, mounts, the token volume); 2 % are stuck from the start (1 % waiting for quota — one group post per namespace — and 1 %
-crash-looping — one post each). Figures:
+last-applied-configuration, env, mounts, the token volume); 2 % are stuck from the start (1 % waiting
+for quota — one group post per namespace — and 1 % crash-looping — one post each). Figures:
 
 * time from the monitor's start to its first post (goal ≤ 2 min);
 * threshold crossing → post: runs whose image pull started failing 5 min minus 40 s before they are
@@ -100,7 +100,8 @@ MANAGED_FIELDS = [
 ]
 ENV = [{"name": "HF_HOME", "value": "/cache/hf"}, {"name": "NCCL_DEBUG", "value": "INFO"},
        {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}, {"name": "OMP_NUM_THREADS", "value": "8"},
-       {"name": "MASTER_ADDR", "value": "run-master-0.run-headless"}, {"name": "MASTER_PORT", "value": "29500"},
+       {"name": "MASTER_ADDR", "value": "run-master-0.run-headless"},
+       {"name": "MASTER_PORT", "value": "29500"},
        {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}}}]
 TOKEN_VOLUME = {"name": "kube-api-access-x7k2p", "projected": {"defaultMode": 420, "sources": [
     {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},

@@ -987,8 +987,9 @@ def demo_io() -> dict[str, Any]:
             job_id = next(rj["status"]["jobId"] for r, rj in _ray_jobs(("ray-pretrain-live",)))
             started = now - timedelta(minutes=20)
             banner = [(started - timedelta(seconds=5), f"Job '{job_id}' submitted successfully"),
-                      (started - timedelta(seconds=5), "-------------------------------------------------------"),
-                      (started - timedelta(seconds=4), "Tailing logs until the job exits (disable with --no-wait):")]
+                      (started - timedelta(seconds=5), "-" * 55),
+                      (started - timedelta(seconds=4),
+                       "Tailing logs until the job exits (disable with --no-wait):")]
             driver = _hf_training(started, now - timedelta(seconds=30), every=60, step0=100)
             logs.append({"namespace": NS, "pod": name, "container": container,
                          "text": _kubelet([*banner, *driver])})

@@ -373,5 +373,5 @@ def queue_enqueuer(queue: JobQueue, settings: Settings) -> Enqueuer:
     return enqueue
 
 
-__all__ = ["ACK_BUDGET_SECONDS", "ARRIVED", "DEADLINE", "STILL_WORKING", "AckDeadline", "NoMapping", "Reply", "TauCommands", "help_reply",
-           "queue_enqueuer", "usage_reply"]
+__all__ = ["ACK_BUDGET_SECONDS", "ARRIVED", "DEADLINE", "STILL_WORKING", "AckDeadline", "NoMapping", "Reply",
+           "TauCommands", "help_reply", "queue_enqueuer", "usage_reply"]

@@ -110,7 +110,8 @@ def web_app(app: App, ready: Ready | None = None, *, threads: int = DISPATCH_THR
                                    context={ARRIVED: arrived, DEADLINE: deadline})
         dispatched = asyncio.get_running_loop().run_in_executor(executor, app.dispatch, bolt_request)
         try:
-            response = await asyncio.wait_for(asyncio.shield(dispatched), max(0.0, deadline.at - time.monotonic()))
+            left = max(0.0, deadline.at - time.monotonic())
+            response = await asyncio.wait_for(asyncio.shield(dispatched), left)
         except TimeoutError:
             if deadline.expire():  # a command still authorizing or enqueueing: Slack hears now
                 return web.json_response(STILL_WORKING.ack_kwargs())

@@ -56,7 +56,8 @@ POD_SPEC = {
     "nodeSelector": ALL, "resourceClaims": ALL, "volumes": VOLUME, "restartPolicy": ALL,
 }
 ASKED = {**CONTAINER, "resources": ALL}
-POD_SET_TEMPLATE = {"metadata": {"labels": ALL}, "spec": {**POD_SPEC, "containers": ASKED, "initContainers": ASKED}}
+POD_SET_TEMPLATE = {"metadata": {"labels": ALL},
+                    "spec": {**POD_SPEC, "containers": ASKED, "initContainers": ASKED}}
 CONTAINER_STATUS = {
     "name": ALL, "image": ALL, "imageID": ALL, "containerID": ALL, "ready": ALL, "started": ALL,
     "restartCount": ALL, "state": ALL, "lastState": ALL, "allocatedResourcesStatus": ALL,
@@ -148,13 +149,15 @@ def _keep(value: Any, spec: Any, key: str, memo: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [_keep(v, spec, key, memo) for v in value
                 if (spec is not VOLUME or _claims(v))
-                and (spec is not POD_CONDITION or not isinstance(v, dict) or v.get("type") not in UNREAD_POD_CONDITIONS)]
+                and (spec is not POD_CONDITION or not isinstance(v, dict)
+                     or v.get("type") not in UNREAD_POD_CONDITIONS)]
     return _copy(value, key, memo)
 
 
 def _claims(volume: Any) -> bool:
     """A volume the engine reads: one that mounts a claim (a PVC, or an ephemeral volume's)."""
-    return not isinstance(volume, dict) or bool(volume.get("persistentVolumeClaim") or volume.get("ephemeral"))
+    return not isinstance(volume, dict) \
+        or bool(volume.get("persistentVolumeClaim") or volume.get("ephemeral"))
 
 
 def _annotations(notes: Any, memo: dict[str, str]) -> Any:

@@ -168,6 +168,10 @@ _KEY_NAMES = (r"pass(?:word|wd|phrase)?|pwd|secret(?:[_-]?key)?|client[_-]?secre
               r"|connection[_-]?string|conn[_-]?str|dsn|cookie|key[_-]?data|client[_-]?key|account[_-]?key"
               r"|wandb[_-]?api[_-]?key|hf[_-]?token|hugging[_-]?face[_-]?hub[_-]?token")
 _VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s&,;)\"'}\]]+)"
+# After a colon (prose, YAML) an unquoted value starts as a token does, not with a bracket: "a hang
+# signature: [rank0]:…" names no secret (a NCCL line quoted on a card was cut to "[redacted]]");
+# after `=` or a tab every value is one (password=[x… stays redacted).
+_COLON_VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s&,;)\"'}\]\[(<{][^\s&,;)\"'}\]]*)"
 _OWN_WORDS = ("pass", "pwd", "secret", "key", "token", "credential", "auth", "sig", "conn", "dsn",
               "cookie", "-data")
 
@@ -228,7 +232,10 @@ _OWN: tuple[Rule, ...] = (
     # A key whose name says secret: `password=…`, `"secret": "…"`, `TOKEN\t…` (env dumps), `key: …`.
     _rule("named-secret", _OWN_WORDS,
           rf"(?i)(?:^|[^A-Za-z0-9_.-])[A-Za-z0-9_.-]{{0,64}}(?:{_KEY_NAMES})[\"']?"
-          rf"(?:\s*(?:[:=]|%3D|%3A)\s*|\t+){_VALUE}", 1),
+          rf"(?:\s*(?:=|%3D)\s*|\t+){_VALUE}", 1),
+    _rule("named-secret-colon", _OWN_WORDS,
+          rf"(?i)(?:^|[^A-Za-z0-9_.-])[A-Za-z0-9_.-]{{0,64}}(?:{_KEY_NAMES})[\"']?"
+          rf"\s*(?::|%3A)\s*{_COLON_VALUE}", 1),
     _rule("quoted-key", ("key",), rf"(?i)[\"'](?:key|apikey|token)[\"']\s*:\s*{_VALUE}", 1),
     # The same names as command-line flags: --password hunter2, --token=…
     _rule("secret-flag", _OWN_WORDS, rf"(?i)--(?:[a-z0-9]+-)*(?:{_KEY_NAMES})[= ](\S+)", 1),
@@ -381,9 +388,9 @@ def write_table() -> None:
         head = handle.read().partition("\nVERSION = ")[0]
     rows = "".join(f"    {row!r},\n" for row in detector_table())
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(f"{head}\nVERSION = {installed_version()!r}\n# (detector, index in its denylist, pattern, "
-                     f"ignore case, has a capture group)\nTABLE: tuple[tuple[str, int, str, bool, bool], ...] = (\n"
-                     f"{rows})\n")
+        handle.write(f"{head}\nVERSION = {installed_version()!r}\n"
+                     "# (detector, index in its denylist, pattern, ignore case, has a capture group)\n"
+                     f"TABLE: tuple[tuple[str, int, str, bool, bool], ...] = (\n{rows})\n")
 
 
 __all__ = ["REDACTED", "RULES", "Rule", "detector_table", "installed_version", "redact", "replace", "spans",
