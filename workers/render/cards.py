@@ -84,6 +84,7 @@ EVIDENCE_LINE_BUDGET = 160
 FOCUS_BUDGET = 220
 NEXT_BUDGET = 320
 FOCUS_KEPT = 320  # the first incomplete line's room while the card's other lines are shortened
+NEXT_KEPT = 240  # the handoff's lines (owner; Next with its command) keep this much while others give way
 FOCUS_MARK = "*First incomplete:"
 SHORTEN_STEPS = (200, 150, 110, 80, 60)  # per-line limits tried when a card is still too long
 
@@ -737,13 +738,15 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
     # line of the card's own text, step by step; the whole of it is in *Details*.
     # The first incomplete line keeps up to FOCUS_KEPT (its key fact — `Xid 79` — often ends it)
     # while the other lines give way; only a card that cannot fit so cuts it like the rest.
-    for floor in (FOCUS_KEPT, 0):
+    # So does the handoff (owner and Next: the command to run is the card's other key fact).
+    for floor, next_floor in ((FOCUS_KEPT, NEXT_KEPT), (0, 0)):
         for limit in SHORTEN_STEPS:
             shorter = context.replace(
                 meta=clip(context.meta, limit), unreachable=clip(context.unreachable, limit),
                 unread=clip(context.unread, max(limit, UNREAD_KEPT)),
                 tree=_clip_lines(context.tree, limit, focus=max(limit, floor)),
-                handoff=_clip_lines(context.handoff, limit), notes=[clip(n, limit) for n in context.notes])
+                handoff=_clip_lines(context.handoff, max(limit, next_floor)),
+                notes=[clip(n, limit) for n in context.notes])
             blocks = render_template("phase_card.json.j2", shorter, evidence="")
             final = _with_escalated_note(blocks, context)  # measured as posted: the note is longer
             if _fits(blocks) and _fits(final):
