@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from slack_sdk.models.blocks import Block
@@ -128,54 +129,70 @@ def test_button_numbers_stay_with_their_card_across_updates() -> None:
     assert len(stops) == 1 and watch.count("✎ card updated") >= 2, watch[:3000]
 
 
-def test_the_watch_runs_beside_the_prompt_and_stop_watching_can_be_pressed() -> None:
-    """Driven with streams: entries come from a queue, and each watch tick waits for the test's
-    go-ahead (the Ticker's pace), so a press lands between two ticks."""
-    import queue
-    import threading
+class _BackgroundShell:
+    """The demo shell driven with streams: entries come from a queue, and each watch tick waits for
+    the test's go-ahead (the Ticker's pace), so a line or a press lands between two ticks."""
 
-    from workers.cli.shell import demo_session
+    def __init__(self) -> None:
+        import queue
+        import threading
 
-    printed: list[str] = []
-    seen = threading.Condition()
+        self.printed: list[str] = []
+        self.seen = threading.Condition()
+        self.typed: queue.Queue[str | None] = queue.Queue()
+        self.go = threading.Semaphore(0)
+        self.session: threading.Thread | None = None
 
-    def write(text: str) -> None:
-        with seen:
-            printed.append(text)
-            seen.notify_all()
+    def write(self, text: str) -> None:
+        with self.seen:
+            self.printed.append(text)
+            self.seen.notify_all()
 
-    def wait_for(needle: str) -> str:
-        with seen:
-            assert seen.wait_for(lambda: needle in "".join(printed), timeout=60), "".join(printed)[-3000:]
-            return "".join(printed)
+    def wait_for(self, needle: str) -> str:
+        with self.seen:
+            assert self.seen.wait_for(lambda: needle in "".join(self.printed), timeout=60), \
+                "".join(self.printed)[-3000:]
+            return "".join(self.printed)
 
-    typed: queue.Queue[str | None] = queue.Queue()
-    go = threading.Semaphore(0)
-
-    def pace(_due: object) -> float:
-        go.acquire(timeout=60)
+    def pace(self, _due: object) -> float:
+        self.go.acquire(timeout=60)
         return 0.0
 
-    with demo_session(write) as shell:
-        session = threading.Thread(target=shell.run, args=(iter(typed.get, None),),
-                                   kwargs={"echo": True, "background": True, "pace": pace})
-        session.start()
-        typed.put("/tau status resnet-watch --watch --interval 15")
-        out = wait_for("Stop watching")
-        [stop] = re.findall(r"\[(\d+)\] (?:⏹️ )?Stop watching", out)
+    def run(self, lines: Callable[[_BackgroundShell], None]) -> str:
+        """Start the shell, let ``lines`` type and wait, then end it; everything printed."""
+        import threading
+
+        from workers.cli.shell import demo_session
+
+        with demo_session(self.write) as shell:
+            self.session = threading.Thread(target=shell.run, args=(iter(self.typed.get, None),),
+                                            kwargs={"echo": True, "background": True, "pace": self.pace})
+            self.session.start()
+            lines(self)
+            self.typed.put(None)
+            for _ in range(20):
+                self.go.release()
+            self.session.join(timeout=60)
+        assert not self.session.is_alive()
+        return "".join(self.printed)
+
+
+def test_the_watch_runs_beside_the_prompt_and_stop_watching_can_be_pressed() -> None:
+    stop = ""
+
+    def lines(sh: _BackgroundShell) -> None:
+        nonlocal stop
+        sh.typed.put("/tau status resnet-watch --watch --interval 15")
+        [stop] = re.findall(r"\[(\d+)\] (?:⏹️ )?Stop watching", sh.wait_for("Stop watching"))
         for _ in range(3):  # ticks at +15 s, +30 s, +45 s: the run started at +40 s
-            go.release()
-        wait_for("✎ card updated")
-        typed.put("/tau help status")  # the prompt answers while the watch goes on
-        wait_for("Example: `/tau status llama-ft-7b`")
-        typed.put(stop)
-        out = wait_for(f"▶ pressed [{stop}]")
-        typed.put(None)
-        for _ in range(20):
-            go.release()
-        session.join(timeout=60)
-    assert not session.is_alive()
-    after = "".join(printed).split(f"▶ pressed [{stop}]", 1)[1]
+            sh.go.release()
+        sh.wait_for("✎ card updated")
+        sh.typed.put("/tau help status")  # the prompt answers while the watch goes on
+        sh.wait_for("Example: `/tau status llama-ft-7b`")
+        sh.typed.put(stop)
+        sh.wait_for(f"▶ pressed [{stop}]")
+
+    after = _BackgroundShell().run(lines).split(f"▶ pressed [{stop}]", 1)[1]
     assert "stopped" in after.lower() and "the run finished (succeeded)" not in after
 
 
@@ -183,51 +200,18 @@ def test_a_second_watch_of_a_watched_run_joins_the_first_card() -> None:
     """SPEC §7 (issue 38.8): the same `--watch` typed again while the first runs — in the demo,
     whose clock stands still between the two commands — joins the first watch: no second card,
     and the first card's Stop keeps working."""
-    import queue
-    import threading
+    line, stop = "/tau status resnet-watch --watch --interval 15", ""
 
-    from workers.cli.shell import demo_session
+    def lines(sh: _BackgroundShell) -> None:
+        nonlocal stop
+        sh.typed.put(line)
+        [stop] = re.findall(r"\[(\d+)\] (?:⏹️ )?Stop watching", sh.wait_for("Stop watching"))
+        sh.typed.put(line)
+        assert sh.wait_for("joined this watch").count("Stop watching") == 1  # no second card
+        sh.typed.put(stop)
+        sh.wait_for(f"▶ pressed [{stop}]")
 
-    printed: list[str] = []
-    seen = threading.Condition()
-
-    def write(text: str) -> None:
-        with seen:
-            printed.append(text)
-            seen.notify_all()
-
-    def wait_for(needle: str, count: int = 1) -> str:
-        with seen:
-            assert seen.wait_for(lambda: "".join(printed).count(needle) >= count, timeout=60), \
-                "".join(printed)[-3000:]
-            return "".join(printed)
-
-    typed: queue.Queue[str | None] = queue.Queue()
-    go = threading.Semaphore(0)
-
-    def pace(_due: object) -> float:
-        go.acquire(timeout=60)
-        return 0.0
-
-    line = "/tau status resnet-watch --watch --interval 15"
-    with demo_session(write) as shell:
-        session = threading.Thread(target=shell.run, args=(iter(typed.get, None),),
-                                   kwargs={"echo": True, "background": True, "pace": pace})
-        session.start()
-        typed.put(line)
-        out = wait_for("Stop watching")
-        [stop] = re.findall(r"\[(\d+)\] (?:⏹️ )?Stop watching", out)
-        typed.put(line)
-        out = wait_for("joined this watch")
-        assert out.count("Stop watching") == 1  # no second card
-        typed.put(stop)
-        out = wait_for(f"▶ pressed [{stop}]")
-        typed.put(None)
-        for _ in range(20):
-            go.release()
-        session.join(timeout=60)
-    assert not session.is_alive()
-    after = "".join(printed).split(f"▶ pressed [{stop}]", 1)[1]
+    after = _BackgroundShell().run(lines).split(f"▶ pressed [{stop}]", 1)[1]
     assert "not pressed on the card" not in after and "stopped" in after.lower()
 
 
