@@ -3,7 +3,6 @@ set, never lost to a dying worker (issue 28). Real Redis and rq; the movers' clo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -26,6 +25,9 @@ from workers.plumbing.timed_jobs import (
 )
 
 JOB = "workers.jobs.watch_tick"
+# Every time here is on the movers' injected clock, anchored on a fixed instant (never the wall
+# clock): a due set's scores are plain numbers to Redis, so any epoch serves.
+EPOCH = datetime(2026, 11, 30, 10, 30, tzinfo=UTC).timestamp()
 # The stand-ins for `watch_tick` below, allowed on the movers that run them (the default allow-list
 # is taubot's own timed jobs only).
 TEST_JOBS = TIMED_JOBS | {"tests.plumbing.test_timed_jobs.rendezvous", "tests.plumbing.test_timed_jobs.hold", "tests.plumbing.test_timed_jobs.boom"}
@@ -40,7 +42,7 @@ def queue(redis_url: str) -> Iterator[Queue]:
 
 def test_a_due_tick_is_queued_at_its_time_once_with_rqs_retries_and_no_record_before(queue: Queue) -> None:
     jobs = RqQueue(queue)
-    start = time.time()
+    start = EPOCH
     jobs.enqueue_in(10, JOB, "w1", 3, job_id="w1-t3", exact=datetime.fromtimestamp(start + 10, UTC),
                     retry=tick_retry(5), on_failure="workers.jobs.on_tick_failure")
     # waiting, it is one member of the due set: no rq job record, nothing in rq's schedule
@@ -66,7 +68,7 @@ def test_a_due_tick_is_queued_at_its_time_once_with_rqs_retries_and_no_record_be
 def test_a_claim_whose_mover_died_is_due_again_when_its_lease_lapses(queue: Queue) -> None:
     """A claim leases the tick instead of dropping it: never lost, and never run twice while the
     lease holds."""
-    now = time.time()
+    now = EPOCH
     RqQueue(queue).enqueue_in(0, JOB, "w2", 1, job_id="w2-t1", exact=datetime.fromtimestamp(now, UTC))
     clock = [now + 1]
     dying = TickMover(queue.connection, queue, now=lambda: clock[0])
@@ -86,15 +88,15 @@ def test_a_claim_whose_mover_died_is_due_again_when_its_lease_lapses(queue: Queu
 def test_a_cancelled_tick_is_not_queued_and_others_stay(queue: Queue) -> None:
     jobs = RqQueue(queue)
     for job_id in ("w3-t1", "w3-t10"):
-        jobs.enqueue_in(0, JOB, "w3", 1, job_id=job_id, exact=datetime.now(UTC))
+        jobs.enqueue_in(0, JOB, "w3", 1, job_id=job_id, exact=datetime.fromtimestamp(EPOCH, UTC))
     jobs.cancel("w3-t1")
-    mover = TickMover(queue.connection, queue, now=lambda: time.time() + 1)
+    mover = TickMover(queue.connection, queue, now=lambda: EPOCH + 1)
     assert mover.move_due() == 1 and queue.job_ids == ["w3-t10"]
     mover.stop()
 
 
 def test_a_malformed_member_is_dropped_and_the_mover_goes_on(queue: Queue) -> None:
-    now = time.time()
+    now = EPOCH
     queue.connection.zadd(due_key(queue.name), {"junk not-json": now})
     RqQueue(queue).enqueue_in(0, JOB, "w4", 1, job_id="w4-t1", exact=datetime.fromtimestamp(now, UTC))
     mover = TickMover(queue.connection, queue, now=lambda: now + 1)
@@ -121,7 +123,7 @@ def test_a_forged_member_naming_any_other_function_is_dropped_counted_and_never_
     """SPEC §11: the due set is read back from Redis. A member written by anyone else, naming any
     importable function (here `os.mkdir`) or failure callback, is removed and never run or queued;
     taubot's own tick beside it runs as ever."""
-    now = time.time()
+    now = EPOCH
     made, also = tmp_path / "made", tmp_path / "also"
     forged = [TimedJob(id="evil-1", job="os.mkdir", args=(str(made),)),
               TimedJob(id="evil-2", job=JOB, args=("w5", 1), on_failure="os.mkdir"),
@@ -175,7 +177,7 @@ def test_a_mover_with_threads_runs_due_ticks_at_the_same_time_and_then_drops_the
         queue: Queue, redis_url: str) -> None:
     """A tick waits on the API server and Slack most of its time: two due ticks overlap instead
     of one waiting for the other (they meet, which one thread could never let them do)."""
-    now = time.time()
+    now = EPOCH
     for me, other in (("a", "b"), ("b", "a")):
         _due(queue, "tests.plumbing.test_timed_jobs.rendezvous", redis_url, me, other, job_id=f"t-{me}", at=now)
     mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2, jobs=TEST_JOBS)
@@ -187,7 +189,7 @@ def test_a_mover_with_threads_runs_due_ticks_at_the_same_time_and_then_drops_the
 
 
 def test_a_mover_claims_only_as_many_ticks_as_it_has_free_threads(queue: Queue, redis_url: str) -> None:
-    now = time.time()
+    now = EPOCH
     for me in ("a", "b"):
         _due(queue, "tests.plumbing.test_timed_jobs.hold", redis_url, me, job_id=f"h-{me}", at=now)
     mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=1, jobs=TEST_JOBS)
@@ -204,7 +206,7 @@ def test_a_mover_claims_only_as_many_ticks_as_it_has_free_threads(queue: Queue, 
 
 def test_a_tick_that_raises_on_a_movers_thread_is_handed_to_rq(queue: Queue) -> None:
     """rq's retries and the watch's failure callback then apply as to any tick."""
-    now = time.time()
+    now = EPOCH
     _due(queue, "tests.plumbing.test_timed_jobs.boom", job_id="x-t1", at=now)
     mover = TickMover(queue.connection, queue, now=lambda: now + 1, threads=2, jobs=TEST_JOBS)
     assert mover.move_due() == 1
@@ -216,7 +218,7 @@ def test_a_mover_with_threads_claims_what_falls_due_soon_at_once_and_starts_each
         queue: Queue, redis_url: str) -> None:
     """One claim takes the jobs due within `AHEAD_SECONDS` (not those due later) and the mover holds
     them until each one's time: a mover calls Redis a few times a second, not once for each tick."""
-    now = time.time()
+    now = EPOCH
     clock = [now]
     for me, at in (("a", now + AHEAD_SECONDS / 2), ("b", now + AHEAD_SECONDS / 4), ("c", now + 5)):
         _due(queue, "tests.plumbing.test_timed_jobs.hold", redis_url, me, job_id=f"s-{me}", at=at)
