@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures import k8s
+from tests.fixtures.blocks import card_text
 from workers.diagnosis.culprit import find_culprit, read_ranks
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import LogEvidence, PodLog
@@ -400,18 +401,6 @@ def test_cli_refuses_mixing_the_two_logs_forms_in_one_line(tmp_path: Path) -> No
 
 # --- The card: one line ---------------------------------------------------------------------------
 
-def _texts(blocks: list[dict]) -> str:
-    out: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                out.append(value) if key == "text" and isinstance(value, str) else walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-    walk(blocks)
-    return "\n".join(out)
 
 
 def test_the_card_shows_the_culprit_in_one_line_and_its_evidence_in_details() -> None:
@@ -423,11 +412,11 @@ def test_the_card_shows_the_culprit_in_one_line_and_its_evidence_in_details() ->
     context = build_phase_card(d, workspace="team-a", operator_hints_allowed=False)
     card = render_phase_card(context)
     assert block_errors(card.blocks) == []
-    text = _texts(card.blocks)
+    text = card_text(card.blocks)
     culprit_lines = [line for line in text.splitlines() if line.startswith("*Culprit:*")]
     assert len(culprit_lines) == 1 and "rank 17" in culprit_lines[0] and "Xid 79" in culprit_lines[0]
     details = render_details(context.details)  # type: ignore[arg-type]
-    assert block_errors(details.blocks) == [] and "SeqNum=4512" in _texts(details.blocks)
+    assert block_errors(details.blocks) == [] and "SeqNum=4512" in card_text(details.blocks)
 
 
 # --- Several ranks in one log: torchrun's pod, a Ray driver's workers -------------------------------

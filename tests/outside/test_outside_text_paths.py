@@ -26,6 +26,7 @@ from workers.records.offers import AccessCheck, StoredDiagnosis
 from workers.render.cards import (
     build_group_card,
     build_phase_card,
+    card_texts,
     render_details,
     render_group_card,
     render_phase_card,
@@ -67,13 +68,6 @@ def _run_name(objects: list[dict[str, Any]], example: str) -> str:
     return example  # a not-found example: the name asked for
 
 
-def _texts(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        return [v for k, v in node.items() if k == "text" and isinstance(v, str)] + \
-            [t for k, v in node.items() if k != "text" for t in _texts(v)]
-    if isinstance(node, list):
-        return [t for v in node for t in _texts(v)]
-    return []
 
 
 @pytest.mark.parametrize("how", ["printed", "ansi", "zero-width"])
@@ -88,13 +82,13 @@ def test_no_planted_secret_reaches_any_card(example: str, how: str) -> None:
         d = evaluate(objects, _run_name(objects, example), NOW, logs=logs)
         context = build_phase_card(d, workspace="vision", operator_hints_allowed=True)
         card = render_phase_card(context)
-        seen += [card.text, *_texts(card.blocks)]
+        seen += [card.text, *card_texts(card.blocks)]
         if context.details is not None:
             details = render_details(context.details)
-            seen += [details.text, *_texts(details.blocks)]
+            seen += [details.text, *card_texts(details.blocks)]
         group = render_group_card(build_group_card(f"ClusterQueue {text}", [(d.run.name, text, text)],
                                                    status=""))
-        seen += [group.text, *_texts(group.blocks)]
+        seen += [group.text, *card_texts(group.blocks)]
         record = StoredDiagnosis(
             id="r1", run=d.run.name, namespace=d.run.namespace, kind=d.run.kind, workspace="vision",
             layer=d.layer, layer_title=d.layer_info.title, first_incomplete=d.first_incomplete,
@@ -106,7 +100,7 @@ def test_no_planted_secret_reaches_any_card(example: str, how: str) -> None:
         for submitter in (None, "U012ALICE"):
             handoff = render_handoff(record, clicker="U012ALICE", route=None, submitter=submitter,
                                      thread_link=None)
-            seen += [handoff.text, *_texts(handoff.blocks)]
+            seen += [handoff.text, *card_texts(handoff.blocks)]
         seen += [d.next_action, *d.evidence, *(p.summary for p in [*d.phases, *d.checks])]
     leaked = sorted({s for t in seen for s in found_anywhere(t.replace("\u200b", ""))})
     assert leaked == []

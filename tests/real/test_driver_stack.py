@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.fakes.kube_api import KubeEmulator
+from tests.fixtures.blocks import card_text
 from workers.collect.investigate import diagnose_live
 from workers.config.workspaces import load_descriptors
 from workers.render.cards import build_phase_card, render_details, render_phase_card
@@ -35,18 +36,6 @@ class Seen:
         return True
 
 
-def _texts(blocks: object) -> str:
-    out: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                out.append(value) if key == "text" and isinstance(value, str) else walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-    walk(blocks)
-    return "\n".join(out)
 
 
 async def test_a_stalled_rayjobs_details_show_where_its_driver_blocks(cluster: KubeEmulator,  # noqa: F811
@@ -71,6 +60,6 @@ async def test_a_stalled_rayjobs_details_show_where_its_driver_blocks(cluster: K
     assert {"subresource": "proxy"}.items() <= next(a for a in reviews if a.get("resource") == "services").items()
     assert all(r.header_values("Impersonate-User") == ["alice@example.com"] for r in cluster.requests)
     context = build_phase_card(d, workspace="vision", operator_hints_allowed=False)
-    assert "*Driver waits in:*" in _texts(render_phase_card(context).blocks)
-    assert "ray_workers_then_hang (train.py:" in _texts(render_details(context.details).blocks)  # type: ignore[arg-type]
+    assert "*Driver waits in:*" in card_text(render_phase_card(context).blocks)
+    assert "ray_workers_then_hang (train.py:" in card_text(render_details(context.details).blocks)  # type: ignore[arg-type]
     print(f"stalled RayJob status: {len(cluster.requests)} requests, {cluster.rounds()} rounds")

@@ -8,6 +8,7 @@ import pytest
 
 from tests.fakes.slack_api import block_errors
 from tests.fixtures import k8s
+from tests.fixtures.blocks import card_text
 from workers.diagnosis.checks import Check, LayerReport
 from workers.diagnosis.evaluate import evaluate
 from workers.diagnosis.models import Diagnosis
@@ -39,23 +40,6 @@ def diagnose_example(name: str, run: str) -> Diagnosis:
     return evaluate(example_objects(name, judged_at=NOW), run, NOW)
 
 
-def card_text(blocks: list[dict]) -> str:
-    """Every text in the card, joined: what a reader sees."""
-    out: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "text" and isinstance(value, str):
-                    out.append(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(blocks)
-    return "\n".join(out)
 
 
 def details_text(context) -> str:

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from PIL import Image
 
 from tests.fakes.kube_api import KubeEmulator
+from tests.fixtures.blocks import card_text
 
 from .conftest import CHANNEL, SlackApp, example_objects
-from .test_cards import card_text
 from .test_end_to_end import cluster, parent_and_card
 
 

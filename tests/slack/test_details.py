@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.blocks import card_text
 from workers.render.cards import FIRST_SCREEN_CHARS, FIRST_SCREEN_LINES, screen_size
 
 from .conftest import SlackApp, example_objects
 from .details import blocks_of, details_of, details_replies, press_details
-from .test_cards import card_text
 from .test_end_to_end import cluster, parent_and_card
 
 # (example, run, first incomplete, owner, an evidence fragment only Details must show in full,

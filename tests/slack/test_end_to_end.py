@@ -21,11 +21,11 @@ from rq.registry import FailedJobRegistry, ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
 from tests.fakes.kube_api import KubeEmulator, running_emulator
+from tests.fixtures.blocks import card_text
 from tests.live.conftest import workspace_objects, write_descriptor
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp, example_objects, taubot_worker
 from .details import details_of
-from .test_cards import card_text
 
 
 @contextmanager

@@ -12,12 +12,12 @@ import logging
 
 from tests.fakes.kube_api import running_emulator
 from tests.fixtures import k8s
+from tests.fixtures.blocks import card_text
 from tests.fixtures.secrets import CONTROL_LINES, CORPUS, FORBIDDEN, PEM_BLOCKS, found_in
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.outside.logsafe import configure
 
 from .conftest import CHANNEL, SlackApp
-from .test_cards import card_text
 
 RUN = "llama-ft-7b"
 HOSTILE = [

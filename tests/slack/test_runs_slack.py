@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from shell.demo_cluster import run_objects
 from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.fakes.slack_signing import block_action_payload, signed_headers
+from tests.fixtures.blocks import card_text
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.contracts.ids import HOME_REFRESH_ACTION, OPEN_STATUS_ACTION
 from workers.diagnosis.linkage import SUBMITTED_BY_ANNOTATION
@@ -26,7 +27,6 @@ from workers.flows.home import PUBLISHES_PER_MINUTE
 from workers.records import keys
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SECRET, SlackApp
-from .test_cards import card_text
 from .test_escalation import (
     app,  # noqa: F401 - the fixture: Alice and Bob mapped, owner routes
     press,

@@ -20,11 +20,11 @@ from bench.synth import RUN_NAME, synthetic_snapshot
 from tests.diagnosis.test_node_health import HARDWARE_XID, node
 from tests.fakes.kube_api import KubeEmulator, running_emulator
 from tests.fakes.slack_signing import block_action_body
+from tests.fixtures.blocks import card_text
 from tests.live.conftest import workspace_objects, write_descriptor
 from workers.contracts.ids import VALIDATE_NODES_ACTION
 
 from .conftest import ALICE, CHANNEL, SlackApp
-from .test_cards import card_text
 from .test_watch import BOB, CAROL, identity_file
 
 VALIDATION_NS = "taugrid-validation"

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from tests.fakes.slack_signing import block_action_body
+from tests.fixtures.blocks import card_text
 from workers.contracts.ids import ESCALATE_ACTION
 from workers.contracts.ids import watch_id as _watch_id
 from workers.flows.watch import load_state
 
 from .conftest import ALICE, CHANNEL, SECRET, SlackApp
-from .test_cards import card_text
 from .test_watch import (
     BOB,
     RUN,

@@ -16,12 +16,12 @@ import pytest
 
 from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
+from tests.fixtures.blocks import card_text
 from workers.flows.watch import load_state
 from workers.plumbing.timed_jobs import TickMover, due_key
 from workers.services import install
 
 from .conftest import ALICE, ALICE_IDENTITY, CHANNEL, SlackApp
-from .test_cards import card_text
 from .test_watch import (
     RUN,
     T0,
