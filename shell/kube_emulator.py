@@ -129,6 +129,12 @@ KNOWN_RESOURCES: dict[str, frozenset[str]] = {
     "visibility.kueue.x-k8s.io": frozenset({"localqueues", "clusterqueues"}),
 }
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+# Resources a real server lists as cluster-scoped (`namespaced: false` in its discovery).
+CLUSTER_SCOPED = frozenset(
+    {"nodes", "namespaces", "persistentvolumes", "clusterqueues", "resourceflavors", "admissionchecks",
+     "topologies", "tauworkspaces", "tauclusters", "resourceslices", "deviceclasses",
+     "selfsubjectaccessreviews"}
+)
 # Groups whose list items carry no TypeMeta on a real server (built-in types).
 BUILTIN_GROUPS = frozenset(
     {"", "batch", "apps", "events.k8s.io", "authorization.k8s.io", "resource.k8s.io"}
@@ -873,6 +879,29 @@ class KubeEmulator:
                     fault.remaining -= 1
                 raise _HTTPStatus(fault.status, f"injected fault for {resource}")
 
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        """The APIResourceList of `/api/v1` or `/apis/{group}/{version}` (GET, any caller), as
+        clients that map a kind to its resource ask for it (Helm's `lookup`, kubectl): each
+        resource's kind (from a stored object, else derived), scope and verbs."""
+        parts = [p for p in path.split("/") if p]
+        if parts == ["api", "v1"]:
+            group, version = "", "v1"
+        elif len(parts) == 3 and parts[0] == "apis":
+            group, version = parts[1], parts[2]
+        else:
+            return None
+        with self._lock:
+            if version not in self._groups.get(group, ()):
+                return None
+            kinds = {k.plural: o.get("kind") for k, o in self._store.items() if k.group == group}
+            plurals = sorted(self._resources.get(group, ()))
+        return {"kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version,
+                "resources": [{"name": plural, "singularName": "", "namespaced": plural not in CLUSTER_SCOPED,
+                               "kind": kinds.get(plural) or _kind_for(plural),
+                               "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
+                              for plural in plurals]}
+
     def _known(self, group: str, version: str, plural: str) -> bool:
         with self._lock:
             return version in self._groups.get(group, ()) and plural in self._resources.get(
@@ -1016,6 +1045,8 @@ class KubeEmulator:
             return web.json_response(VERSION_INFO)
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok")
+        if (resources := self._discovery(path)) is not None:
+            return web.json_response(resources)
         target = self._parse(path)
         if target is None or not self._known(target.group, target.version, target.plural):
             raise _HTTPStatus(404, "the server could not find the requested resource")
