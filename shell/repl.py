@@ -184,6 +184,13 @@ class Shell:
             OPEN_STATUS_ACTION: OpenStatusButton(settings, self.resolver, self.queue, slack),  # `/tau runs`
         }
 
+    def close(self) -> None:
+        """Close what the session's jobs kept open (the clusters' connection pools on the process
+        loop), so a session ends without aiohttp's "Unclosed client session" warnings."""
+        if self.ticker is not None:
+            self.ticker.stop()
+        self.services.close()
+
     def _job_failed(self, what: str, exc: BaseException) -> None:
         what = self.queue.descriptions.get(what, what)
         text = " ".join(str(exc).split())

@@ -77,6 +77,15 @@ def test_watch_in_the_shell_follows_the_run_until_it_succeeds() -> None:
     assert "Watching stopped at 10:31:45 UTC: the run finished (succeeded)" in out
 
 
+def test_a_piped_session_ends_with_nothing_on_stderr() -> None:
+    """Issue 38.6: the clusters' connection pools (the process loop's aiohttp sessions) are closed
+    when the session ends, so no "Unclosed client session / connector" warning follows a transcript."""
+    done = taubot("shell", "--demo", stdin="/tau status llama-ft-typo\n/tau status ray-pretrain-live --run-profile\n"
+                  "/tau logs llama-ft-oom\n")
+    assert done.returncode == 0 and "🔎 ray-pretrain-live · RayJob" in done.stdout
+    assert done.stderr == ""
+
+
 def test_unknown_input_gets_usage_not_a_traceback() -> None:
     done = taubot("shell", "--demo", stdin="/tau stauts x\nhello\n/tau status NOT_A_NAME\n")
     assert done.returncode == 0
@@ -88,7 +97,7 @@ def test_unknown_input_gets_usage_not_a_traceback() -> None:
 
 def test_demo_plays_status_watch_and_escalation_and_exits_zero(tmp_path: Path) -> None:
     done = taubot("demo", tmpdir=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0 and done.stderr == "", done.stderr
     out = done.stdout
     # The running Ray job's loss curve is written as a PNG whose path is printed (issue 29).
     [path] = re.findall(r"🖼 ray-pretrain-live: loss curve: (\S+\.png)", out)

@@ -43,8 +43,10 @@ def demo_session(write: Callable[[str], None] = _write, *, blocks: bool = False)
         write(BANNER.format(user=USER, identity=IDENTITY["user"], redis="fakeredis in process (the demo's)")
               + "\n")
         write("Demo cluster (in process):\n" + "\n".join(run_table()) + "\n")
-        yield Shell(settings, user=USER, channel=CHANNEL, write=write, conn=in_process_redis(),
-                    clock=ManualClock(START), blocks_json=blocks, on_time=cluster.advance)
+        shell = Shell(settings, user=USER, channel=CHANNEL, write=write, conn=in_process_redis(),
+                      clock=ManualClock(START), blocks_json=blocks, on_time=cluster.advance)
+        with contextlib.closing(shell):
+            yield shell
 
 
 def _redis(args: Any, settings: Any) -> tuple[Any, str]:
@@ -104,7 +106,8 @@ def _session(args: Any) -> Iterator[Any]:
     else:  # said now, not at the first refusal: the banner never claims a mapping that is not there
         identity = f"not mapped: {settings.identity_file} does not list {args.user}, so commands are refused"
     _write(BANNER.format(user=args.user, identity=identity, redis=where) + "\n")
-    yield shell
+    with contextlib.closing(shell):
+        yield shell
 
 
 class _Prompt:
