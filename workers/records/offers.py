@@ -244,6 +244,8 @@ def handoff_gap(services: Services, live: RunReport) -> str | None:
     if not wants_handoff(d) or not live.workspace:
         return None
     if d.owner == "researcher":
+        if d.run.kind is None:  # no run: no submitter to notify, and no annotation to miss
+            return None
         if submitter_of(live) is None:
             return (f"This is the researcher's to fix; the run carries no `{SUBMITTED_BY_ANNOTATION}` "
                     "annotation, so taubot cannot tell who submitted it.")
