@@ -209,6 +209,12 @@ class Settings(BaseSettings):
     stall_image_pull_minutes: int = Field(default=5, ge=0)
     stall_crash_minutes: int = Field(default=5, ge=0)
     stall_not_ready_minutes: int = Field(default=15, ge=0)
+    # Kueue's KEP-10852 tokens that wait rather than fail (issue 35): an admission gate
+    # (`AdmissionGated`) is as long a wait as quota; `WaitingForPodsReady` holds the queue behind an
+    # earlier Workload that has until waitForPodsReady.timeout (30 min by default in Kueue's v1beta2
+    # config) to get ready before Kueue evicts it and the queue moves: only past that is it stuck.
+    stall_gated_minutes: int = Field(default=30, ge=0)
+    stall_pods_ready_wait_minutes: int = Field(default=45, ge=0)
     monitor_interval_seconds: float = Field(default=60, ge=1)
     monitor_log_reads_per_sweep: int = Field(default=20, ge=0)
     monitor_lease_seconds: float = Field(default=30, ge=2)

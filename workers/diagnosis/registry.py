@@ -100,8 +100,18 @@ class StallRule:
 
 # Reason code (or its area, `area.*`) → stall rule; the most specific key wins. A reason
 # with no rule is no stall candidate (healthy, finished, or waiting on something else).
+# Kueue's KEP-10852 tokens (kueue_reasons.TOKENS, issue 35): WaitingForQuota, PendingEvaluation and
+# WaitingForPreemptedWorkloads are `quota.waiting`; AdmissionGated `quota.gated` and
+# WaitingForPodsReady `quota.waiting_pods_ready` wait with thresholds of their own; an unknown token
+# (`quota.unknown_reason`, pending) waits as quota does. The warning tokens (OnHold `quota.on_hold`,
+# Deactivated, NoMatchingFlavor and its researcher's form, TopologyPlacementFailed `quota.topology`,
+# ExceedsMaxQuota, never-fits; Suspended `queue.stopped`, Misconfigured `queue.broken`) are stalled
+# at once by their area's rule: Kueue will not move them without a person.
 STALL_RULES: dict[str, StallRule] = {
     "quota.waiting": StallRule("quota", ("pending",)),
+    "quota.gated": StallRule("gated", ("pending",)),
+    "quota.waiting_pods_ready": StallRule("pods_ready_wait", ("pending",)),
+    "quota.unknown_reason": StallRule("quota", ("pending",)),
     "quota.check_pending": StallRule("admission_check", ("active",)),
     "quota.*": StallRule(None),  # over the maximum, rejected check, deactivated, preempted, no flavor
     "queue.*": StallRule(None),

@@ -32,6 +32,8 @@ class Thresholds:
     image_pull: int = 5
     crash: int = 5
     not_ready: int = 15
+    gated: int = 30
+    pods_ready_wait: int = 45
 
     @classmethod
     def from_settings(cls, settings: object) -> Thresholds:
