@@ -50,7 +50,7 @@ from workers.contracts.commands import (
     WorkspaceConnectionCommand,
     WorkspaceStatusCommand,
 )
-from workers.contracts.grammar import VERBS, CommandError, help_lines, help_topic, parse
+from workers.contracts.grammar import EXAMPLE_MANIFESTS, VERBS, CommandError, help_lines, help_topic, parse
 from workers.contracts.identity import Identity
 from workers.contracts.requests import (
     ClusterRequest,
@@ -64,7 +64,7 @@ from workers.contracts.requests import (
 from workers.outside.logsafe import audit
 from workers.plumbing.jobqueue import JobQueue, enqueue_request
 from workers.plumbing.metrics import ACK_SECONDS, COMMANDS
-from workers.render.mrkdwn import code, escape
+from workers.render.mrkdwn import code, code_block, escape
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +172,9 @@ def help_reply(topic: str | None = None) -> Reply:
             lines += [f"*{code(usage, 300)}*", description]
             lines += [f"• {code(flag, 60)} — {meaning}" for flag, meaning in flags]
             lines += [f"Example: {code(example, 300)}" for example in examples]
+            verb = next(v for v, u in USAGE.items() if u == usage)
+            if manifest := EXAMPLE_MANIFESTS.get(verb):
+                lines.append(code_block(manifest.rstrip("\n"), 1500))  # a real fence, pasteable as it is
             lines.append("")
         return Reply("\n".join(lines).rstrip())
     lines = ["*taubot* diagnoses TauGrid training runs, layer by layer. Commands:"]

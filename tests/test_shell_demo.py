@@ -8,6 +8,7 @@ Kubernetes API emulator in process.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,3 +46,19 @@ def test_a_run_that_does_not_exist_gets_no_word_about_its_annotations(demo: Demo
     card = demo.answer(f"/tau status {MISSING_RUN.name}")
     assert f"run {MISSING_RUN.name} not found in namespace team-vision" in card
     assert "submitted-by" not in card and "cannot tell who submitted" not in card
+
+
+def test_help_shows_a_real_code_block_that_pastes_back_as_a_command(demo: Demo) -> None:
+    """Issue 38.8: `/tau help` showed look-alike backticks (U+02CB) inside a code span, so its
+    example could not be pasted. The list has no fence at all now; `/tau help validate` shows its
+    example's manifest in a real ``` block, and typing the example as shown validates it."""
+    listing = demo.answer("/tau help")
+    assert "\u02cb" not in listing and "`/tau validate [--workspace W] <manifest in a code block>" in listing
+    explained = demo.answer("/tau help validate")
+    assert "\u02cb" not in explained
+    [command] = re.findall(r"^Example: `(/tau validate[^`]*)`$", explained, re.M)
+    [block] = re.findall(r"^```\n.*?^```$", explained, re.S | re.M)
+    assert "kind: Job" in block
+    answer = demo.answer(f"{command}\n{block}")
+    assert "Manifest validation · Job team-vision/llama-ft-7b" in answer
+    assert "no manifest" not in answer and "Usage" not in answer

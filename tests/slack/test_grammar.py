@@ -135,7 +135,8 @@ def test_help_lists_only_commands_that_parse() -> None:
                    .replace("[--profile P]", "--profile a100").replace("--gpu-class C | --selector S",
                    "--gpu-class A100").replace("[--min-healthy N]", "--min-healthy 2")
                    .replace("[--timeout 2m]", "--timeout 2m").replace("[<command>]", "status")
-                   .replace("[--all]", "--all").replace("[--stuck]", "--stuck"))
+                   .replace("[--all]", "--all").replace("[--stuck]", "--stuck")
+                   .replace("<manifest in a code block> | <link to a file shared here>", "```kind: Job```"))
         parse(example)
     assert any(usage.startswith("/tau logs") for usage, _ in help_lines())
 

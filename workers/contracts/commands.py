@@ -201,7 +201,7 @@ USAGE: dict[str, str] = {
     "cluster validate topology": "/tau cluster validate topology [--profile P] [--workspace W]",
     "cluster validate nodes": "/tau cluster validate nodes --gpu-class C | --selector S [--min-healthy N] "
                               "[--timeout 2m]",
-    "validate": "/tau validate [--workspace W] ```<Job or RayJob YAML>``` | <link to a file shared here>",
+    "validate": "/tau validate [--workspace W] <manifest in a code block> | <link to a file shared here>",
     "help": "/tau help [<command>]",
 }
 DESCRIPTIONS: dict[str, str] = {

@@ -446,8 +446,10 @@ FLAG_HELP: dict[str, dict[str, str]] = {
     },
     "validate": {
         "--workspace W": "the workspace whose namespace and queue to dry-run in",
-        "```yaml …```": "the manifest, pasted in a code block (or on the lines after the command), "
-                        "or the link of a file shared in this channel",
+        "<manifest in a code block>": (
+            "the Job or RayJob YAML after the command, between two lines of three backticks as in the "
+            "example (or, in `taubot shell`, on the lines after the command); or instead the link of a file "
+            "shared in this channel"),
     },
     "help": {"<command>": "one command, e.g. `status`, `logs`, `workspace`, `cluster validate`"},
 }
@@ -461,8 +463,27 @@ EXAMPLES: dict[str, list[str]] = {
     "cluster validate topology": ["/tau cluster validate topology --profile a100-8x"],
     "cluster validate nodes": ["/tau cluster validate nodes --gpu-class NVIDIA-A100-SXM4-80GB "
                                "--min-healthy 2"],
-    "validate": ["/tau validate --workspace vision ```<the Job or RayJob YAML>```"],
+    "validate": ["/tau validate --workspace vision"],
     "help": ["/tau help status"],
+}
+# The manifest an example is followed by, shown as a real code block under it (`/tau help validate`):
+# a code span cannot hold a fence, so the fence is shown as what it is, not as look-alike backticks.
+EXAMPLE_MANIFESTS: dict[str, str] = {
+    "validate": """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: llama-ft-7b
+  labels: {kueue.x-k8s.io/queue-name: vision-default}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: trainer
+          image: nvcr.io/nvidia/pytorch:24.05-py3
+          resources: {limits: {nvidia.com/gpu: 8}}
+""",
 }
 
 
@@ -479,6 +500,7 @@ def help_topic(topic: str) -> list[tuple[str, str, list[tuple[str, str]], list[s
 
 
 __all__ = [
+    "EXAMPLE_MANIFESTS",
     "Command",
     "HelpCommand",
     "RunsCommand",
