@@ -994,6 +994,20 @@ def demo_io() -> dict[str, Any]:
             logs.append({"namespace": NS, "pod": name, "container": container,
                          "text": _kubelet([*banner, *driver])})
             continue
+        if run == "ray-pretrain-crash" and container == "ray-head":
+            # The crash-looping head (l5-rayjob-head-crashloop: exit 1, "ModuleNotFoundError: No module
+            # named 'flash_attn'", last run 10:24:20–10:25:00): the image's entrypoint imports the
+            # model code before `ray start`, and CPython's traceback is the container's last output.
+            # The kubelet serves a crash-looping container's last instance with and without
+            # `--previous` (kubelet_pods.go validateContainerLogStatus: lastState.terminated).
+            crash = _kubelet([(t0 + timedelta(minutes=24, seconds=58), text) for text in (
+                "Traceback (most recent call last):",
+                '  File "/home/ray/preload.py", line 4, in <module>',
+                "    import flash_attn",
+                "ModuleNotFoundError: No module named 'flash_attn'")])
+            logs.append({"namespace": NS, "pod": name, "container": container, "text": crash,
+                         "previous": crash})
+            continue
         if container != "trainer":
             continue
         entry: dict[str, Any] = {"namespace": NS, "pod": name, "container": container}

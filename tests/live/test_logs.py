@@ -9,6 +9,7 @@ NCCL watchdog line (hiyouga/LlamaFactory#7396).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -124,7 +125,8 @@ def test_rayjob_after_the_head_was_deleted_reads_kusto_after_an_access_review(en
     code, out, _ = taubot_logs(env, RAY_RUN)
     assert code == 0
     assert out["source"] == "kusto" and out["pod"] == f"{RAY_RUN}-x7k2p"
-    assert out["unavailable"] == ["head service gone"]
+    cluster = k8s.rayjob(RAY_RUN)["status"]["rayClusterName"]
+    assert out["unavailable"] == ["head service gone", f"no head pod of {cluster} (deleted with its RayCluster?)"]
     assert [line["text"] for line in out["lines"]] == [
         "Job 'ray-pretrain-13b-4k2xq' submitted successfully", "  leading spaces kept", NCCL]
     assert out["lines"][0]["time"] == "2026-11-30T10:20:00Z" and out["truncated"] is False
@@ -243,5 +245,113 @@ def test_the_dashboard_is_read_only_after_a_pods_log_review(env: Env) -> None:
     assert code == 1 and out["source"] is None
     assert out["unavailable"] == ["permission denied (get pods/log)"]
     assert not [r for r in env.emu.requests if "/proxy/" in r.path]
+    assert not [r for r in env.emu.requests if r.path.endswith(("/pods", "/log"))]  # nor the head's log
     assert len([r for r in env.emu.requests if r.path.endswith("/selfsubjectaccessreviews")]) == 1
     assert env.kusto.queries == []
+
+
+# A Ray head whose container crash-loops (workers/examples/l5-rayjob-head-crashloop.json: `ray-head`
+# exits 1, its termination message "ModuleNotFoundError: No module named 'flash_attn'"): the image's
+# entrypoint imports the model code before `ray start`, and CPython prints the traceback (its own
+# format) to the container's stdout, which the kubelet stamps (`kubectl logs --timestamps`).
+HEAD_CRASH = (
+    "2026-11-30T10:24:58.118324513Z Traceback (most recent call last):\n"
+    "2026-11-30T10:24:58.118401207Z   File \"/home/ray/preload.py\", line 4, in <module>\n"
+    "2026-11-30T10:24:58.118409911Z     import flash_attn\n"
+    "2026-11-30T10:24:58.118417332Z ModuleNotFoundError: No module named 'flash_attn'\n")
+
+
+def crash_looping_ray_head(env: Env) -> dict:
+    """The RayJob of the crash-loop example: Initializing, its head pod in CrashLoopBackOff, the head
+    Service present but its dashboard unreachable (the API server's 503), and the head's log."""
+    rj = k8s.rayjob(RAY_RUN, deployment_status="Initializing", job_status="")
+    rc = k8s.raycluster(rayjob=rj)
+    head = k8s.ray_pod(rc, "head", node="aks-cpu-0", phase="Running",
+                       containers=[k8s.crash_loop("ray-head", image=k8s.RAY_IMAGE, restart_count=7)])
+    worker = k8s.ray_pod(rc, "worker", phase="Pending", containers=[k8s.waiting("ray-worker", k8s.RAY_IMAGE)])
+    for obj in (rj, rc, head, worker, {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{rj['status']['rayClusterName']}-head-svc", "namespace": k8s.NS},
+            "spec": {"ports": [{"name": "dashboard", "port": 8265}]}}):
+        env.emu.upsert(obj)
+    key = (k8s.NS, head["metadata"]["name"], "ray-head")
+    env.emu.pod_logs[key] = HEAD_CRASH  # the kubelet serves a crash-looping container's last instance
+    env.emu.previous_logs[key] = HEAD_CRASH
+    return head
+
+
+@pytest.mark.parametrize("previous", [True, False], ids=["--previous", "current"])
+def test_a_crash_looping_ray_head_answers_with_the_heads_container_log(env: Env, previous: bool) -> None:
+    """Issue 38.2: the crash card says `/tau logs <run> --previous`; with no dashboard to read the
+    driver log from, the head pod's own container log is the answer, said as such."""
+    head = crash_looping_ray_head(env)
+    code, out, _ = taubot_logs(env, RAY_RUN, *(["--previous"] if previous else []))
+    assert code == 0
+    assert (out["source"], out["pod"], out["container"]) == ("pod", head["metadata"]["name"], "ray-head")
+    assert out["lines"][-1] == {"time": "2026-11-30T10:24:58.118417332Z",
+                                "text": "ModuleNotFoundError: No module named 'flash_attn'"}
+    assert out["lines"][1]["text"] == '  File "/home/ray/preload.py", line 4, in <module>'
+    [why] = out["unavailable"]  # the dashboard's own reason, first
+    assert why.startswith("ray dashboard: unavailable (HTTP 503)") and "connection refused" in why
+    assert env.kusto.queries == []
+    requests = list(env.emu.requests)
+    [listed] = [r for r in requests if r.path == f"/api/v1/namespaces/{k8s.NS}/pods"]
+    assert listed.query["labelSelector"] == f"ray.io/cluster={head['metadata']['labels']['ray.io/cluster']}," \
+                                            "ray.io/node-type=head"
+    [read] = [r for r in requests if r.path.endswith("/log")]
+    assert read.path.endswith(f"/pods/{head['metadata']['name']}/log")
+    assert read.query["container"] == "ray-head" and read.query["timestamps"] == "true"
+    assert read.query.get("previous") == ("true" if previous else None)
+    assert all(r.header_values("Impersonate-User") == ["alice@example.com"] for r in requests)
+    # the run (2 GETs), the review, the dashboard (its 503), the head's LIST, its log
+    assert len(requests) == 6, [r.path for r in requests]
+
+
+def test_a_head_whose_dashboard_the_user_may_not_proxy_still_gives_its_container_log(env: Env) -> None:
+    """`services/proxy` and `pods/log` are different permissions: denied the first, the user still
+    reads what `kubectl logs` would show them."""
+    head = crash_looping_ray_head(env)
+    env.emu.forbid("get", "services", subresource="proxy", user="alice@example.com")
+    code, out, _ = taubot_logs(env, RAY_RUN, "--previous")
+    assert code == 0 and out["pod"] == head["metadata"]["name"]
+    assert out["unavailable"] == ["permission denied (get services/proxy)"]
+
+
+def test_a_head_pod_that_is_gone_is_said_and_kusto_is_asked(env: Env) -> None:
+    """The dashboard unreachable and no head pod left: both said, then ADX, which kept the head
+    container's lines (ContainerLogV2 rows of the head pod)."""
+    head = crash_looping_ray_head(env)
+    env.emu.delete("Pod", k8s.NS, head["metadata"]["name"])
+    env.kusto.add_row(time="2026-11-30T10:24:58Z", pod=head["metadata"]["name"], container="ray-head",
+                      message="ModuleNotFoundError: No module named 'flash_attn'", namespace=k8s.NS,
+                      cluster_resource_id=CLUSTER_ID)
+    code, out, _ = taubot_logs(env, RAY_RUN, "--previous")
+    assert code == 0 and (out["source"], out["pod"]) == ("kusto", head["metadata"]["name"])
+    cluster = head["metadata"]["labels"]["ray.io/cluster"]
+    assert out["unavailable"][1:] == [f"no head pod of {cluster} (deleted with its RayCluster?)"]
+    assert [line["text"] for line in out["lines"]] == ["ModuleNotFoundError: No module named 'flash_attn'"]
+    assert len(env.kusto.queries) == 1
+
+
+def test_the_demo_crash_cards_own_command_shows_the_heads_crash() -> None:
+    """Issue 38.2, through the demo shell (in process, as a person types): the crash card of
+    `ray-pretrain-crash` says `/tau logs ray-pretrain-crash --previous`; typing it answers with the
+    crashed head container's last lines, the pod and container named, the dashboard's reason kept."""
+    from workers.cli.shell import demo_session
+
+    printed: list[str] = []
+
+    def answer(shell: object, line: str) -> str:
+        start = len(printed)
+        shell.line(line)  # type: ignore[attr-defined]
+        return "".join(printed[start:])
+
+    with demo_session(printed.append) as shell:
+        card = answer(shell, "/tau status ray-pretrain-crash")
+        [advised] = set(re.findall(r"`(/tau logs ray-pretrain-crash[^`]*)`", card))
+        assert advised == "/tau logs ray-pretrain-crash --previous", card
+        log = answer(shell, advised)
+    assert "No source answered" not in log, log
+    assert "Source: pod log" in log and "`ray-pretrain-crash-wknj7-head-llbxm` `ray-head`" in log, log
+    assert "ModuleNotFoundError: No module named 'flash_attn'" in log.split("Tried first")[0], log
+    assert "ray dashboard: unavailable (HTTP 503)" in log.split("Tried first")[1], log

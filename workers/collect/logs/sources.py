@@ -6,7 +6,9 @@
   `/logs` answers the whole log, tens of MB, every time) — reached through the
   API server's `services/proxy` of `<raycluster>-head-svc` port `dashboard`,
   not the head container's stdout, which does not hold the driver output.
-  Every read is bounded in bytes too.
+  Every read is bounded in bytes too. When the dashboard cannot be read (a head
+  that crash-loops has none), the head pod's own container log, as kubectl reads
+  it (`--previous`: the crashed instance's) — what explains the crash.
 * Job: `pods/log` of the run's main container, the most recently failed pod
   first, one request per pod, at most two pods.
 * When that source is gone (KubeRay deleted the head after the job; the pods
@@ -20,7 +22,8 @@ is a pod's log, and `services/proxy` is a different permission (SPEC §11).
 
 Every Kubernetes read goes through the caller's (impersonating) reader. The
 request budget is fixed whatever the run's size: two GETs for the run, one
-LIST of pods or one proxy GET, at most two log reads, one access review.
+LIST of pods or two proxy GETs, one LIST of the head pod, at most two log reads,
+one access review.
 """
 
 from __future__ import annotations
@@ -146,6 +149,12 @@ class LogAccess:
             assert self._asked is not None
             self._answer = await self._asked
         return self._answer
+
+    @property
+    def denied(self) -> bool:
+        """The review (or the API server itself) said no: a `pods/log` read as this caller would be
+        refused too, so none is sent. A review that failed to answer denies nothing."""
+        return self._answer is False
 
     def refused(self) -> None:
         """The API server refused this caller `get pods/log` itself: no review needs asking."""
@@ -319,6 +328,32 @@ async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int
     return False
 
 
+HEAD_SELECTOR = "ray.io/cluster={cluster},ray.io/node-type=head"  # KubeRay's labels on the head pod
+
+
+async def _from_head(reader: KubeReader, result: LogsResult, rayjob: dict, tail: int, previous: bool,
+                     access: LogAccess, seen: list[dict]) -> bool:
+    """The Ray head pod's own container log, as `kubectl logs <head> -c ray-head [--previous]` reads
+    it, when the driver log cannot be read: a head that crash-loops has no dashboard, and its
+    container's log (the crashed instance's, with ``previous``) is what says why. It is not the
+    driver's output (SPEC §7a), so it comes only after the dashboard failed, and the answer names
+    the pod and container. Read as the caller (`pods/log`, the API server's own check); not sent
+    when the caller's `pods/log` review already said no."""
+    cluster = (rayjob.get("status") or {}).get("rayClusterName")
+    if not cluster or access.denied:
+        return False
+    listed = await reader.list(resource_path("", "v1", "pods", result.namespace or ""),
+                               label_selector=HEAD_SELECTOR.format(cluster=cluster), limit=POD_LOG_READS)
+    if isinstance(listed, ReadError):
+        result.unavailable.append(f"head {_why(listed, 'pod')}" if listed.kind != "forbidden"
+                                  else _why(listed, "pods"))
+        return False
+    if not listed:
+        result.unavailable.append(f"no head pod of {cluster} (deleted with its RayCluster?)")
+        return False
+    return await _from_pods(reader, result, str(cluster), tail, previous, pods=listed, seen=seen)
+
+
 async def _from_kusto(result: LogsResult, kusto: KustoLogs | None, run_obj: dict | None, pods: list[dict],
                       access: LogAccess, tail: int, now: datetime, timeout: float) -> bool:
     """ADX, for a run that was read (a run that does not exist, or could not be read, has no
@@ -362,7 +397,8 @@ async def read_run_logs(reader: KubeReader, *, namespace: str, run: str, tail: i
     run_obj: dict | None = None
     if isinstance(rayjob, dict):
         result.kind, run_obj = "RayJob", rayjob
-        done = await _from_dashboard(reader, result, rayjob, tail, access)
+        done = (await _from_dashboard(reader, result, rayjob, tail, access)
+                or await _from_head(reader, result, rayjob, tail, previous, access, seen))
     elif isinstance(rayjob, ReadError) and rayjob.kind != "not_found":
         result.unavailable.append(_why(rayjob, "rayjobs"))  # never read as "there is no RayJob"
         done = False
