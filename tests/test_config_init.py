@@ -91,7 +91,7 @@ def test_without_a_terminal_a_missing_answer_names_its_flag(tmp_path: Path) -> N
 def test_values_the_schema_refuses_are_refused_before_anything_is_written(tmp_path: Path) -> None:
     done = config_init(tmp_path, *ANSWERS, "--redis", "http://redis:6379")
     assert done.returncode == 2
-    assert "do not pass the chart's schema" in done.stderr and "at '/redis/url'" in done.stderr
+    assert "--redis 'http://redis:6379': 'bundled', or a redis:// or rediss:// URL" in done.stderr
     email_only = [a for a in ANSWERS if not a.startswith(("--user", "U012"))] + ["--map-by-email"]
     done = config_init(tmp_path, *email_only)
     assert done.returncode == 2 and "no user to impersonate is named" in done.stderr
@@ -107,3 +107,17 @@ def test_existing_files_are_kept_unless_forced(tmp_path: Path) -> None:
     assert done.returncode == 2 and "exists: pass --force" in done.stderr
     assert (tmp_path / "taubot-values.yaml").read_text() == "mine: true\n"
     assert config_init(tmp_path, *ANSWERS, "--force").returncode == 0
+
+
+def test_the_platforms_redis_is_reached_where_the_answer_says(tmp_path: Path) -> None:
+    """With the platform's Redis the NetworkPolicies need its address: asked for, and used."""
+    done = config_init(tmp_path, *ANSWERS, "--redis", "rediss://redis.platform.example:6380/0")
+    assert done.returncode == 2 and "--redis-cidr is needed" in done.stderr
+    done = config_init(tmp_path, *ANSWERS, "--redis", "rediss://redis.platform.example:6380/0",
+                       "--redis-cidr", "10.20.0.5/32")
+    assert done.returncode == 0, done.stderr
+    values, _ = written(tmp_path)
+    docs = render(values)
+    assert not by_kind(docs, "StatefulSet")
+    egress = by_kind(docs, "NetworkPolicy")["taubot-worker"]["spec"]["egress"]
+    assert {"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"port": 6380, "protocol": "TCP"}]} in egress

@@ -23,6 +23,7 @@ command is meant for a clone of the repository, where `helm install` runs.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 import sys
 import tempfile
@@ -43,6 +44,7 @@ MANIFEST_TEMPLATE = ROOT / "deploy" / "slack-app-manifest.yaml"
 TEMPLATE_HOST = "taubot.example.com"
 _USER = re.compile(r"^(?P<slack>[UW][A-Z0-9]{2,})=(?P<user>[^:\s]+)(?::(?P<groups>[^\s]+))?$")
 _CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
+_REDIS_URL = re.compile(r"^rediss?://\S+$")
 BUTTON_KEY = "button-signing-key"
 
 
@@ -107,6 +109,20 @@ def _mode_problem(answer: str) -> str | None:
     return None if answer in ("socket", "http") else "socket or http"
 
 
+def _redis_problem(answer: str) -> str | None:
+    if answer == "bundled" or _REDIS_URL.match(answer):
+        return None
+    return "'bundled', or a redis:// or rediss:// URL"
+
+
+def _cidr_problem(answer: str) -> str | None:
+    try:
+        ipaddress.ip_network(answer, strict=False)
+    except ValueError:
+        return "an address range such as 10.20.0.5/32"
+    return None if "/" in answer else "an address range such as 10.20.0.5/32 (with its /prefix)"
+
+
 def _user_problem(answer: str) -> str | None:
     return None if _USER.match(answer) else ("give SLACKID=kubernetes-user[:group,group], e.g. "
                                              "U012ABCDEF=alice@example.com:team-vision")
@@ -151,8 +167,16 @@ def build_values(args: argparse.Namespace, read: Callable[[str], str] = input) -
         values["ingress"] = ingress
     else:
         values["ingress"] = {"enabled": False}
-    redis = ask("redis", "Redis: bundled, or the URL of the platform's", "bundled")
-    values["redis"] = {"enabled": True} if redis == "bundled" else {"enabled": False, "url": redis}
+    redis = ask("redis", "Redis: bundled, or the URL of the platform's", "bundled", _redis_problem)
+    if redis == "bundled":
+        values["redis"] = {"enabled": True}
+    else:
+        # The NetworkPolicies name every destination: the bundled Redis by its pods' labels, the
+        # platform's by where it is.
+        cidr = ask("redis_cidr", "Where that Redis is, for the NetworkPolicy: a CIDR such as 10.20.0.5/32",
+                   None, _cidr_problem)
+        values["redis"] = {"enabled": False, "url": redis}
+        values["networkPolicy"] = {"egress": {"redis": {"peers": [{"ipBlock": {"cidr": cidr}}]}}}
     workspace = ask("workspace", "Workspace name users type (the descriptor's metadata.name)", None)
     namespace = ask("namespace", "Its namespace", f"team-{workspace}")
     queue = ask("local_queue", "Its Kueue LocalQueue", f"{workspace}-default")
@@ -186,14 +210,24 @@ def check_values(values: dict[str, Any], chart: Path) -> list[str]:
     schema = yaml.safe_load((chart / "values.schema.json").read_text())  # JSON is YAML
     merged = _merged(yaml.safe_load((chart / "values.yaml").read_text()), values)
     validator = jsonschema.Draft7Validator(schema)
-    problems = [f"at '/{'/'.join(str(p) for p in error.absolute_path)}': {error.message}"
-                for error in sorted(validator.iter_errors(merged), key=lambda e: list(e.absolute_path))]
+    errors = sorted(validator.iter_errors(merged), key=lambda e: list(e.absolute_path))
+    problems = [_problem(error) for error in errors]
     impersonate = merged.get("rbac", {}).get("impersonate", {})
     named = impersonate.get("users") or [u.get("user") for u in merged["identity"].get("users", {}).values()]
     if not named and not impersonate.get("unbounded"):
         problems.append("no user to impersonate is named: give --user, or --unbounded-impersonation to let "
                         "the worker impersonate anyone (the chart refuses the install otherwise)")
     return problems + _load_in_taubot(values)
+
+
+def _problem(error: Any) -> str:
+    """One line per schema error, at the path it names. An `anyOf` (e.g. name a user in
+    rbac.impersonate.users or in identity.users) lists each alternative's own problem, not the
+    whole merged values the error is about."""
+    where = f"at '/{'/'.join(str(p) for p in error.absolute_path)}'"
+    if error.context:
+        return f"{where}: one of: " + "; ".join(_problem(e) for e in error.context)
+    return f"{where}: {error.message}"
 
 
 def _load_in_taubot(values: dict[str, Any]) -> list[str]:
@@ -280,6 +314,8 @@ def add_config_commands(sub: Any) -> None:
     init.add_argument("--ingress-class", help="http mode: the IngressClass")
     init.add_argument("--tls-secret", help="http mode: the Secret with the host's TLS certificate")
     init.add_argument("--redis", help="'bundled' (default) or the platform's redis:// URL")
+    init.add_argument("--redis-cidr", help="with --redis URL: where that Redis is (a CIDR), for the "
+                      "NetworkPolicy")
     init.add_argument("--workspace", help="workspace name (the descriptor's metadata.name)")
     init.add_argument("--namespace", help="the workspace's namespace (default team-<workspace>)")
     init.add_argument("--local-queue", help="its Kueue LocalQueue (default <workspace>-default)")

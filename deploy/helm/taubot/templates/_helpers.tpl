@@ -309,3 +309,99 @@ app.kubernetes.io/name: redis
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: redis
 {{- end -}}
+
+{{/*
+Egress to the API server (worker and monitor), as JSON {to, ports, source}: the CIDRs the values
+name ("values"); else the `kubernetes` EndpointSlice's addresses and port read at install
+("lookup": a NetworkPolicy sees the endpoint kubernetes.default.svc translates to, not the
+Service's address); else, where nothing could be read (helm template, GitOps, no right to read
+default's EndpointSlices), the private ranges ("private"), which the install notes point out.
+*/}}
+{{- define "taubot.apiServerEgress" -}}
+{{- $api := .Values.networkPolicy.egress.apiServer -}}
+{{- $to := list -}}
+{{- $ports := list -}}
+{{- $source := "values" -}}
+{{- range $api.cidrs }}{{ $to = append $to (dict "ipBlock" (dict "cidr" .)) }}{{ end -}}
+{{- range $api.ports }}{{ $ports = append $ports (int .) }}{{ end -}}
+{{- if not $to -}}
+{{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" | default dict -}}
+{{- $bits := ternary "128" "32" (eq ($slice.addressType | default "") "IPv6") -}}
+{{- range ($slice.endpoints | default list) }}{{ range (.addresses | default list) }}{{ $to = append $to (dict "ipBlock" (dict "cidr" (printf "%s/%s" . $bits))) }}{{ end }}{{ end -}}
+{{- if $to -}}
+{{- $source = "lookup" -}}
+{{- if not $ports }}{{ range ($slice.ports | default list) }}{{ $ports = append $ports (int .port) }}{{ end }}{{ end -}}
+{{- else -}}
+{{- $source = "private" -}}
+{{- range list "10.0.0.0/8" "172.16.0.0/12" "192.168.0.0/16" "100.64.0.0/10" "fc00::/7" }}{{ $to = append $to (dict "ipBlock" (dict "cidr" .)) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $ports }}{{ $ports = list 443 6443 }}{{ end -}}
+{{- toJson (dict "to" ($to | uniq) "ports" ($ports | uniq) "source" $source) -}}
+{{- end -}}
+
+{{/*
+The endpoints taubot calls besides the in-cluster API server, as a JSON list of {url, port,
+inCluster, bot}: slack.apiUrl (every component) and the descriptors' MLflow, Kusto and other
+clusters' servers (the worker and the monitor). Their ports join the internet rule; an
+in-cluster one (a *.svc or *.cluster.local host, or one with no dot) is not on the internet:
+the install notes ask for a networkPolicy.egress.extra rule instead.
+*/}}
+{{- define "taubot.endpoints" -}}
+{{- $urls := list -}}
+{{- with .Values.slack.apiUrl }}{{ $urls = append $urls (dict "url" . "bot" true) }}{{ end -}}
+{{- range $file, $text := .Values.workspaces -}}
+{{- $spec := (fromYaml $text).spec | default dict -}}
+{{- $urls = append $urls (dict "url" (dig "experiments" "mlflow" "uri" "" $spec) "bot" false) -}}
+{{- $urls = append $urls (dict "url" (dig "logs" "kusto" "endpoint" "" $spec) "bot" false) -}}
+{{- $server := dig "cluster" "server" "" $spec -}}
+{{- if not (regexMatch "^https://kubernetes\\.default(\\.svc(\\.cluster\\.local)?)?(:443)?/?$" $server) }}{{ $urls = append $urls (dict "url" $server "bot" false) }}{{ end -}}
+{{- end -}}
+{{- $found := list -}}
+{{- range $urls }}{{ if .url -}}
+{{- $u := urlParse .url -}}
+{{- $hostname := regexReplaceAll ":[0-9]+$" $u.host "" -}}
+{{- $port := regexFind ":[0-9]+$" $u.host | trimPrefix ":" | default (ternary "80" "443" (eq $u.scheme "http")) -}}
+{{- $inCluster := regexMatch "(\\.svc|\\.cluster\\.local|^[^.]+)$" $hostname -}}
+{{- $found = append $found (dict "url" .url "port" (atoi $port) "inCluster" $inCluster "bot" .bot) -}}
+{{- end }}{{ end -}}
+{{- toJson $found -}}
+{{- end -}}
+
+{{/*
+The internet rule, as JSON {to, ports, botPorts}: the CIDRs the values name, else everything
+but `except`; on internet.ports plus the ports of the endpoints above (the bot's: Slack's only).
+*/}}
+{{- define "taubot.internetEgress" -}}
+{{- $net := .Values.networkPolicy.egress.internet -}}
+{{- $to := list -}}
+{{- if $net.cidrs -}}
+{{- range $net.cidrs }}{{ $to = append $to (dict "ipBlock" (dict "cidr" .)) }}{{ end -}}
+{{- else -}}
+{{- $v4 := list -}}
+{{- $v6 := list -}}
+{{- range $net.except }}{{ if contains ":" . }}{{ $v6 = append $v6 . }}{{ else }}{{ $v4 = append $v4 . }}{{ end }}{{ end -}}
+{{- $to = list (dict "ipBlock" (dict "cidr" "0.0.0.0/0" "except" $v4)) (dict "ipBlock" (dict "cidr" "::/0" "except" $v6)) -}}
+{{- end -}}
+{{- $ports := list -}}
+{{- range $net.ports }}{{ $ports = append $ports (int .) }}{{ end -}}
+{{- $botPorts := $ports -}}
+{{- range (include "taubot.endpoints" . | fromJsonArray) }}{{ if not .inCluster -}}
+{{- $ports = append $ports (int .port) -}}
+{{- if .bot }}{{ $botPorts = append $botPorts (int .port) }}{{ end -}}
+{{- end }}{{ end -}}
+{{- toJson (dict "to" $to "ports" ($ports | uniq) "botPorts" ($botPorts | uniq)) -}}
+{{- end -}}
+
+{{/* Egress to taubot's Redis: the bundled one's pods by label, else the peers the values name. */}}
+{{- define "taubot.redisEgress" -}}
+{{- $r := .Values.networkPolicy.egress.redis -}}
+{{- if .Values.redis.enabled -}}
+{{- toJson (dict "to" (list (dict "podSelector" (dict "matchLabels" (include "taubot.redisSelectorLabels" . | fromYaml)))) "port" 6379) -}}
+{{- else -}}
+{{- $host := (urlParse (.Values.redis.url | default "redis://x")).host -}}
+{{- $port := regexFind ":[0-9]+$" $host | trimPrefix ":" | default (toString $r.port) -}}
+{{- if not $r.peers }}{{ fail "networkPolicy.egress.redis.peers is required with redis.enabled: false: where the platform's Redis is (an ipBlock, or a namespaceSelector and podSelector)" }}{{ end -}}
+{{- toJson (dict "to" $r.peers "port" (atoi $port)) -}}
+{{- end -}}
+{{- end -}}
