@@ -17,7 +17,8 @@ import yaml
 from tests.test_helm_chart import by_kind, containers, render
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATE = ROOT / "deploy" / "slack-app-manifest.yaml"
+TEMPLATE = ROOT / "deploy" / "slack-app-manifest-http.yaml"
+SOCKET_TEMPLATE = ROOT / "deploy" / "slack-app-manifest-socket.yaml"
 ANSWERS = ["--image", "registry.example.com/taubot:0.1.0", "--workspace", "vision", "--channel", "C012ABCDEF",
            "--user", "U012ALICE=alice@example.com:team-vision,gpu-users"]
 
@@ -58,8 +59,10 @@ def test_socket_mode_is_the_default_and_needs_no_host(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "--from-literal=app-token=xapp-" in done.stdout
     values, manifest = written(tmp_path)
+    assert manifest == yaml.safe_load(SOCKET_TEMPLATE.read_text())  # the Socket Mode app, as shipped
     assert manifest["settings"]["socket_mode_enabled"] is True
-    assert manifest["oauth_config"] == yaml.safe_load(TEMPLATE.read_text())["oauth_config"]
+    assert "request_url" not in manifest["settings"]["interactivity"]
+    assert "url" not in manifest["features"]["slash_commands"][0]
     docs = render(values)
     assert not by_kind(docs, "Ingress")
     assert containers(docs)["taubot-bot"]["containers"][0]["command"] == ["taubot", "serve", "socket"]

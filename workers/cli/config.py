@@ -11,10 +11,10 @@ by prompting for what is missing when standard input is a terminal (or with
   at install, on the chart's defaults merged with these values, as Helm
   merges them), and its workspace descriptor and identity map loaded by
   taubot's own loaders, so a typo fails here rather than in a pod;
-* `slack-app-manifest.yaml`, from `deploy/slack-app-manifest.yaml` with the
-  Ingress host (HTTP) or Socket Mode switched on; its scopes are the
-  template's, untouched (the template is edited as text, so its comments
-  stay).
+* `slack-app-manifest.yaml`, the mode's own manifest: `deploy/slack-app-manifest-http.yaml`
+  with the Ingress host in its request URLs, or `deploy/slack-app-manifest-socket.yaml`, which
+  has none (Slack takes no request URL from a Socket Mode app); scopes, events and the Home tab
+  are the templates', untouched (edited as text, so their comments stay).
 
 The chart and the template are read from the source tree (or `--chart`): the
 command is meant for a clone of the repository, where `helm install` runs.
@@ -40,7 +40,8 @@ from .registry import subcommand
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CHART = ROOT / "deploy" / "helm" / "taubot"
-MANIFEST_TEMPLATE = ROOT / "deploy" / "slack-app-manifest.yaml"
+MANIFEST_TEMPLATES = {mode: ROOT / "deploy" / f"slack-app-manifest-{mode}.yaml"
+                      for mode in ("http", "socket")}
 TEMPLATE_HOST = "taubot.example.com"
 _USER = re.compile(r"^(?P<slack>[UW][A-Z0-9]{2,})=(?P<user>[^:\s]+)(?::(?P<groups>[^\s]+))?$")
 _CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
@@ -251,13 +252,11 @@ def _load_in_taubot(values: dict[str, Any]) -> list[str]:
 
 
 def slack_manifest(mode: str, host: str | None) -> str:
-    """The template with the request URLs on ``host`` (HTTP) or Socket Mode on; scopes kept. The
-    request URLs include the events' (`app_home_opened`, for the Home tab: issue 37)."""
-    text = MANIFEST_TEMPLATE.read_text()
-    if host:
+    """The mode's manifest: HTTP's with its request URLs (slash command, interactivity, events such
+    as `app_home_opened` for the Home tab) on ``host``; Socket Mode's as it is, with none."""
+    text = MANIFEST_TEMPLATES[mode].read_text()
+    if mode == "http" and host:
         text = text.replace(f"https://{TEMPLATE_HOST}/", f"https://{host}/")
-    if mode == "socket":
-        text = text.replace("socket_mode_enabled: false", "socket_mode_enabled: true")
     return text
 
 
@@ -272,9 +271,10 @@ def _write(path: Path, text: str, force: bool) -> None:
 
 def cmd_config_init(args: argparse.Namespace) -> int:
     chart = Path(args.chart)
-    if not (chart / "values.schema.json").is_file() or not MANIFEST_TEMPLATE.is_file():
-        raise UsageError(f"no chart at {chart} (values.schema.json) or no {MANIFEST_TEMPLATE.name}: run this "
-                         "from a clone of the taubot repository, or pass --chart DIR")
+    missing = [p.name for p in MANIFEST_TEMPLATES.values() if not p.is_file()]
+    if not (chart / "values.schema.json").is_file() or missing:
+        raise UsageError(f"no chart at {chart} (values.schema.json) or no {', '.join(missing) or 'manifest'}"
+                         ": run this from a clone of the taubot repository, or pass --chart DIR")
     values = build_values(args)
     problems = check_values(values, chart)
     if problems:
