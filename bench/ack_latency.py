@@ -36,6 +36,8 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -49,7 +51,7 @@ from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fakes.slack_signing import signed_headers, slash_command_body
 from tests.live.conftest import workspace_objects, write_descriptor
 from tests.slack.conftest import example_objects
-from tests.slack.test_services import serve_http
+from tests.slack.test_services import ServerProcess
 
 SECRET = "bench-signing-secret"
 TOKEN = "xoxb-bench"
@@ -150,20 +152,41 @@ def describe(label: str, values: list[float]) -> str:
             f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms")
 
 
-def ack_figure(url: str, fake: FakeSlack, queue: Queue, commands: int, processes: int, bursts: int) -> None:
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU the processes have used so far (Linux: /proc/PID/stat, fields 14 and 15)."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def serving_pids(server: ServerProcess) -> list[int]:
+    """The processes that answer requests: the forked servers, or the one process itself."""
+    return server.children() if server.processes > 1 else [server.proc.pid]
+
+
+def ack_figure(server: ServerProcess, fake: FakeSlack, queue: Queue, commands: int, bursts: int) -> None:
     """Warm up, then ``bursts`` bursts with no worker running: their ack latencies together (one
-    burst of 50 is too small a sample for a stable p50)."""
+    burst of 50 is too small a sample for a stable p50), and the CPU each ack cost the servers
+    and this bench (the figures a loaded machine moves least)."""
+    url = server.url + EVENTS_PATH
     send(url, "help", "warmup", fake)  # first request pays imports and connections
     for _ in range(2):  # and first bursts fill the pools (threads, Redis) of every process
         burst(url, fake, commands)
     queue.empty()
     acks: list[float] = []
+    pids = serving_pids(server)
+    server_before, bench_before = cpu_seconds(pids), time.process_time()
     for _ in range(bursts):
         acks += burst(url, fake, commands)
         assert queue.count == commands, f"{queue.count} of {commands} jobs queued"
         queue.empty()
+    server_cpu, bench_cpu = cpu_seconds(pids) - server_before, time.process_time() - bench_before
     print(describe(f"ack latency, {bursts} bursts of {commands} concurrent commands, serve http "
-                   f"--processes {processes}, no worker", acks))
+                   f"--processes {server.processes}, no worker", acks))
+    print(f"  CPU per ack: servers {server_cpu / len(acks) * 1000:.2f} ms, this bench (the sender) "
+          f"{bench_cpu / len(acks) * 1000:.2f} ms; load average {os.getloadavg()[0]:.2f}")
 
 
 def cleanup(conn: Redis, queue: Queue) -> None:
@@ -179,6 +202,17 @@ def cleanup(conn: Redis, queue: Queue) -> None:
     for pattern in (f"rq:*:{queue.name}", "taubot:operator-access:*"):
         for key in conn.scan_iter(pattern):
             conn.delete(key)
+
+
+@contextmanager
+def serving(env: dict[str, str], processes: int) -> Iterator[ServerProcess]:
+    """`taubot serve http --processes N` as its own process, once every server listens."""
+    server = ServerProcess(env, processes)
+    try:
+        server.wait_listening()
+        yield server
+    finally:
+        server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,11 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         counts = [int(n) for n in args.processes.split(",")]
         try:
             for processes in counts[:-1]:
-                with serve_http({**os.environ, **env}, processes=processes) as base:
-                    ack_figure(base + EVENTS_PATH, fake, queue, args.commands, processes, args.bursts)
-            with serve_http({**os.environ, **env}, processes=counts[-1]) as base:  # its own process
-                url = base + EVENTS_PATH
-                ack_figure(url, fake, queue, args.commands, counts[-1], args.bursts)
+                with serving({**os.environ, **env}, processes) as server:
+                    ack_figure(server, fake, queue, args.commands, args.bursts)
+            with serving({**os.environ, **env}, counts[-1]) as server:  # its own process
+                url = server.url + EVENTS_PATH
+                ack_figure(server, fake, queue, args.commands, args.bursts)
                 if args.ack_only:
                     return 0
 

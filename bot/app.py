@@ -1,7 +1,9 @@
 """The Slack front end: a Bolt `App` whose listeners ack, hand over and answer.
 
 The same `App` serves HTTP mode (`taubot serve http`, production) and Socket
-Mode (`taubot serve socket`, development); only the transport differs.
+Mode (`taubot serve socket`, development); only the transport differs, and
+over HTTP a signed `/tau` is acked beside Bolt's dispatch (`bot/slash.py`)
+by the same `TauCommands` Bolt's `/tau` listener calls in Socket Mode.
 Listeners hold no business logic (CONVENTIONS, bolt-python): `/tau` goes to
 `bot/commands.py`, presses to `bot/buttons.py` and `bot/watch_buttons.py`,
 and work is queued by name through `workers.plumbing.jobqueue` — this module imports the
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
@@ -28,6 +31,7 @@ from bot.identity import IdentityResolver, load_identity_map
 from bot.presser import CONTEXT_KEY as PRESSER
 from bot.presser import identity_middleware
 from bot.runs_buttons import register_runs_listeners
+from bot.slash import SlashCommands
 from bot.watch_buttons import StopWatchingButton
 from workers.config.settings import Settings
 from workers.contracts.ids import (
@@ -66,6 +70,15 @@ def build_resolver(settings: Settings, client: WebClient, conn: Redis) -> Resolv
     return IdentityResolver(load_identity_map(settings.identity_file), client, conn)
 
 
+@dataclass(frozen=True)
+class FrontEnd:
+    """What `taubot serve` serves: Bolt's app (every request Slack sends, and `/tau` in Socket
+    Mode) and, over HTTP, the lean path of a signed `/tau` (None in Socket Mode: no signature)."""
+
+    bolt: App
+    slash: SlashCommands | None
+
+
 def build_app(
     settings: Settings,
     *,
@@ -76,8 +89,8 @@ def build_app(
     socket_mode: bool = False,
     token_verification: bool = True,
     process_before_response: bool = True,
-) -> App:
-    """The Bolt app with taubot's listeners.
+) -> FrontEnd:
+    """The Bolt app with taubot's listeners, and the HTTP path of `/tau` beside it.
 
     ``process_before_response`` (Bolt's option) answers the HTTP request only after the
     listener finished: tests use it to read what a press did without waiting on threads.
@@ -97,9 +110,10 @@ def build_app(
         queue_enqueuer(jobs, settings),
     )
     secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
+    web_client = client or make_web_client(settings)
     app = App(
         process_before_response=process_before_response,
-        client=client or make_web_client(settings),
+        client=web_client,
         signing_secret=secret,
         request_verification_enabled=not socket_mode,
         token_verification_enabled=token_verification,
@@ -111,7 +125,8 @@ def build_app(
                        MuteButton(settings, commands.resolver, jobs),
                        ValidateNodesButton(settings, commands.resolver, jobs),
                        DetailsButton(settings, commands.resolver, jobs))
-    return app
+    slash = None if socket_mode or not secret else SlashCommands(commands, secret, web_client, SLASH_COMMAND)
+    return FrontEnd(bolt=app, slash=slash)
 
 
 def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton,
@@ -160,4 +175,4 @@ def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton
         log.info("button %s pressed by %s", actions[0].get("action_id"), (body.get("user") or {}).get("id"))
 
 
-__all__ = ["build_app", "build_resolver", "redis_for_front_end", "register_listeners"]
+__all__ = ["FrontEnd", "build_app", "build_resolver", "redis_for_front_end", "register_listeners"]

@@ -5,9 +5,10 @@ not the standard library's WSGI server it replaced: measured with 50 signed
 commands released at once against `taubot serve http` in its own process, the
 threaded `wsgiref` server spent most of each ack parsing HTTP in pure Python
 and starting a thread per request; aiohttp parses with its C parser on one
-event loop and hands each request to a fixed pool of threads, where Bolt's
-sync listeners run as before (`process_before_response=True`: the listener
-runs in that thread and the ack is its return value, with no polling for it).
+event loop and hands each request to a fixed pool of threads: a signed `/tau`
+is acked there by `bot/slash.py` (verify, parse, enqueue, answer), anything
+else is Bolt's, whose sync listeners run as before (`process_before_response=True`:
+the listener runs in that thread and the ack is its return value, with no polling for it).
 aiohttp is already a dependency (of kubernetes_asyncio); the bot process still
 never imports kubernetes_asyncio.
 
@@ -18,8 +19,9 @@ channel's worth of `/tau` at a stand-up) and a dropped SYN costs a 1-second
 retransmit out of a 3-second ack budget.
 
 Why few dispatch threads, and processes (`--processes N`) to go wider: an ack is
-CPU-bound (about 0.5 ms: Bolt's dispatch, the identity, rq's enqueue, the audit
-line) and one process has one interpreter lock. With 32 threads a burst of 50
+CPU-bound (about 0.3 ms on its thread — rq's enqueue and its Redis round trip are
+half of it, the audit line and the parse the rest — and 0.15 ms of aiohttp's on the loop)
+and one process has one interpreter lock. With 32 threads a burst of 50
 was served side by side and every ack came late (p50 49 ms, the p99 of the
 burst); with 4 the acks come out roughly in arrival order (p50 30 ms). Two
 processes, each with its own socket on the port (SO_REUSEPORT, so the kernel
@@ -48,9 +50,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
+from multidict import CIMultiDictProxy
 from slack_bolt import App, BoltResponse
 from slack_bolt.request import BoltRequest
 
+from bot.app import FrontEnd
 from bot.commands import ACK_BUDGET_SECONDS, ARRIVED, DEADLINE, STILL_WORKING, AckDeadline
 from workers.plumbing.health_http import HEALTH_PATH, METRICS_PATH, READY_PATH, Ready, answer
 
@@ -90,8 +94,23 @@ def _to_aiohttp(response: BoltResponse) -> web.Response:
     return web.Response(status=response.status, body=body, headers=headers)
 
 
-def web_app(app: App, ready: Ready | None = None, *, threads: int = DISPATCH_THREADS) -> web.Application:
-    """The aiohttp application: Bolt on `/slack/events`, health and metrics beside it."""
+def _answer(front: FrontEnd, body: str, query: str, headers: CIMultiDictProxy[str], arrived: float,
+            deadline: AckDeadline) -> web.Response:
+    """The answer to one request, on a dispatch thread: a signed `/tau` by its own path
+    (`bot/slash.py`), anything else by Bolt."""
+    if front.slash is not None:
+        ack = front.slash.answer(body, headers, arrived=arrived, deadline=deadline)
+        if ack is not None:
+            return web.Response(status=ack.status, body=ack.body, headers={"Content-Type": ack.content_type})
+    bolt_request = BoltRequest(body=body, query=query,
+                               headers={k.lower(): headers.getall(k) for k in headers},
+                               context={ARRIVED: arrived, DEADLINE: deadline})
+    return _to_aiohttp(front.bolt.dispatch(bolt_request))
+
+
+def web_app(front: FrontEnd, ready: Ready | None = None, *,
+            threads: int = DISPATCH_THREADS) -> web.Application:
+    """The aiohttp application: Slack's requests on `/slack/events`, health and metrics beside it."""
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bolt-http")
 
     async def events(request: web.Request) -> web.StreamResponse:
@@ -105,18 +124,15 @@ def web_app(app: App, ready: Ready | None = None, *, threads: int = DISPATCH_THR
         arrived = time.monotonic()
         body = (await request.read()).decode("utf-8", errors="replace")
         deadline = AckDeadline(arrived + ACK_BUDGET_SECONDS)
-        bolt_request = BoltRequest(body=body, query=request.query_string,
-                                   headers={k.lower(): request.headers.getall(k) for k in request.headers},
-                                   context={ARRIVED: arrived, DEADLINE: deadline})
-        dispatched = asyncio.get_running_loop().run_in_executor(executor, app.dispatch, bolt_request)
+        dispatched = asyncio.get_running_loop().run_in_executor(
+            executor, _answer, front, body, request.query_string, request.headers, arrived, deadline)
         try:
             left = max(0.0, deadline.at - time.monotonic())
-            response = await asyncio.wait_for(asyncio.shield(dispatched), left)
+            return await asyncio.wait_for(asyncio.shield(dispatched), left)
         except TimeoutError:
             if deadline.expire():  # a command still authorizing or enqueueing: Slack hears now
                 return web.json_response(STILL_WORKING.ack_kwargs())
-            response = await dispatched  # the listener had not started: it answers at once itself
-        return _to_aiohttp(response)
+            return await dispatched  # the listener had not started: it answers at once itself
 
     async def health(request: web.Request) -> web.StreamResponse:
         status, content_type, body = answer(request.path, ready=ready)
@@ -137,8 +153,9 @@ class BackgroundServer:
     """The HTTP server on a daemon thread with its own event loop: for tests and the benchmark,
     the same application as `serve http`."""
 
-    def __init__(self, app: App, host: str = "127.0.0.1", port: int = 0, ready: Ready | None = None) -> None:
-        self.application = web_app(app, ready)
+    def __init__(self, front: FrontEnd, host: str = "127.0.0.1", port: int = 0,
+                 ready: Ready | None = None) -> None:
+        self.application = web_app(front, ready)
         self.host, self.port = host, port
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="taubot-http", daemon=True)
@@ -168,7 +185,8 @@ class BackgroundServer:
         self.loop.close()
 
 
-def serve_http(app: App, host: str, port: int, ready: Ready | None = None, *, processes: int = 1) -> int:
+def serve_http(front: FrontEnd, host: str, port: int, ready: Ready | None = None, *,
+               processes: int = 1) -> int:
     """Serve until SIGTERM/SIGINT; the exit code. ``OSError`` when the port is taken.
 
     With ``processes`` > 1 this process forks that many servers, each with its own socket on
@@ -176,17 +194,17 @@ def serve_http(app: App, host: str, port: int, ready: Ready | None = None, *, pr
     that dies takes the rest down with a non-zero exit, so Kubernetes restarts the pod rather
     than it serving at part strength unnoticed."""
     if processes <= 1:
-        _run(app, host, port, ready, reuse_port=False)
+        _run(front, host, port, ready, reuse_port=False)
         return 0
     _probe_bind(host, port)
-    return prefork(lambda: _run(app, host, port, ready, reuse_port=True), processes)
+    return prefork(lambda: _run(front, host, port, ready, reuse_port=True), processes)
 
 
-def _run(app: App, host: str, port: int, ready: Ready | None, *, reuse_port: bool) -> None:
+def _run(front: FrontEnd, host: str, port: int, ready: Ready | None, *, reuse_port: bool) -> None:
     def listening(_banner: str) -> None:  # aiohttp calls this once the socket is bound
         log.info("taubot listening on http://%s:%s%s (pid %s)", host, port, EVENTS_PATH, os.getpid())
 
-    web.run_app(web_app(app, ready), host=host, port=port, backlog=BACKLOG, access_log=None,
+    web.run_app(web_app(front, ready), host=host, port=port, backlog=BACKLOG, access_log=None,
                 print=listening, handle_signals=True, reuse_port=reuse_port or None)
 
 

@@ -202,9 +202,10 @@ def test_socket_mode_app_needs_no_signing_secret(slack_app: SlackApp) -> None:
     from bot.app import build_app
 
     settings = slack_app.settings.model_copy(update={"slack_signing_secret": None})
-    app = build_app(settings, queue=slack_app.queue, socket_mode=True)
+    front = build_app(settings, queue=slack_app.queue, socket_mode=True)
+    assert front.slash is None  # Socket Mode: /tau goes through Bolt's listener
     body = slash_command_body(text="help", channel_id=CHANNEL)
-    response = app.dispatch(BoltRequest(body=body, mode="socket_mode"))
+    response = front.bolt.dispatch(BoltRequest(body=body, mode="socket_mode"))
     assert response.status == 200
     assert "/tau status" in json.loads(response.body)["text"]
 

@@ -110,7 +110,7 @@ def cmd_serve_socket(args: argparse.Namespace) -> int:
     # No HTTP port of its own in Socket Mode: the probes (the chart's bot.mode: socket) and
     # /metrics are served on TAUBOT_METRICS_PORT, like the worker's.
     _serve_health(settings, Redis.from_url(settings.redis_url, socket_timeout=1, socket_connect_timeout=1))
-    serve_socket(_app(settings, socket_mode=True), settings.slack_app_token.get_secret_value())
+    serve_socket(_app(settings, socket_mode=True).bolt, settings.slack_app_token.get_secret_value())
     return 0
 
 

@@ -1,0 +1,85 @@
+"""`/tau` over HTTP, acked beside Bolt's dispatch: verify the signature, parse, enqueue, answer.
+
+Why not through Bolt: an ack is CPU-bound and a burst of commands shares one interpreter lock,
+so every step an ack takes delays the acks behind it. Measured on `taubot serve http` under 50
+signed `/tau status` released at once (bench/ack_latency.py): Bolt's dispatch of a slash command
+— its request object (every header and the body parsed again), six middlewares, each listener's
+matchers tried in turn, keyword injection for each middleware and listener, its response object
+— cost 0.1 ms of the 0.4 ms the ack took on its thread, on top of the command's own parse,
+identity and enqueue (the Redis round trip, ~0.15 ms, is most of the rest). This path does only
+what an ack is: Slack's signature checked with slack_sdk's own verifier (the one Bolt uses), the
+form parsed as Bolt parses it, then `TauCommands.handle` — the same function Bolt's `/tau`
+listener calls in Socket Mode (`bot/app.py`), so both answer alike.
+
+Anything else — presses, events, Slack's `ssl_check`, a signature that does not verify, another
+slash command — is not this path's: `answer` returns None and the request goes to Bolt, which
+refuses, logs and answers as it always did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from slack_bolt.context.respond import Respond
+from slack_sdk import WebClient
+from slack_sdk.signature import SignatureVerifier
+
+from bot.commands import INTERNAL_ERROR, AckDeadline, TauCommands
+
+log = logging.getLogger(__name__)
+
+# What Bolt's `BoltResponse` sets for a JSON body, so the two paths answer with the same bytes.
+JSON_CONTENT_TYPE = "application/json;charset=utf-8"
+
+
+@dataclass(frozen=True)
+class SlashAck:
+    """The HTTP answer to a slash command: status, body and its content type."""
+
+    status: int
+    body: bytes
+    content_type: str = JSON_CONTENT_TYPE
+
+
+class SlashCommands:
+    """The HTTP ack of one slash command (``command``, `/tau`), or None when Bolt should answer."""
+
+    def __init__(self, commands: TauCommands, signing_secret: str, client: WebClient, command: str) -> None:
+        self.commands = commands
+        self.verifier = SignatureVerifier(signing_secret)
+        self.client = client  # for the proxy and TLS settings of a late answer on response_url
+        self.command = command
+
+    def answer(self, body: str, headers: Mapping[str, str], *, arrived: float,
+               deadline: AckDeadline) -> SlashAck | None:
+        """The ack of a signed ``command`` request; None for anything else (Bolt's to answer).
+
+        ``headers`` by lower-case name; ``arrived`` and ``deadline`` as `TauCommands.handle`
+        takes them (the HTTP server's clock and deadline)."""
+        if body.startswith("{") or "payload=" in body:  # an event (JSON) or a press (payload=…)
+            return None
+        payload = dict(parse_qsl(body, keep_blank_values=True))  # as Bolt's parse_body does
+        if payload.get("command") != self.command or "ssl_check" in payload:
+            return None
+        timestamp = headers.get("x-slack-request-timestamp", "")
+        if not timestamp.isdigit() or not self.verifier.is_valid(body, timestamp,
+                                                                 headers.get("x-slack-signature", "")):
+            return None  # Bolt refuses it (401) and logs why, as for any request
+        try:
+            reply = self.commands.handle(payload, self._respond(payload), arrived=arrived, deadline=deadline)
+        except Exception:  # noqa: BLE001 - the user hears of it, never a dispatch_failed
+            log.exception("/tau failed before its ack")
+            reply = INTERNAL_ERROR
+        return SlashAck(200, json.dumps(reply.ack_kwargs()).encode())
+
+    def _respond(self, payload: dict[str, Any]) -> Respond:
+        """What Bolt's context would hand a listener as ``respond`` (nothing is sent by making it)."""
+        return Respond(response_url=payload.get("response_url"), proxy=self.client.proxy, ssl=self.client.ssl)
+
+
+__all__ = ["JSON_CONTENT_TYPE", "SlashAck", "SlashCommands"]
