@@ -23,7 +23,7 @@ apiVersion: batch/v1
 kind: Job
 metadata:
   name: resnet-sweep-4
-  labels: {kueue.x-k8s.io/queue-name: team-a}
+  labels: {kueue.x-k8s.io/queue-name: vision-default}
 spec:
   suspend: true
   template:

@@ -40,6 +40,10 @@ from .mlflow_emulator import MlflowEmulator, running_mlflow
 
 START = datetime(2026, 11, 30, 10, 30, tzinfo=UTC)  # the examples' `taugrid.io/example-now`
 NAMESPACE = "team-vision"
+# The workspace's LocalQueue, as SPEC §8, the README and `taubot config init` name it (<workspace>-default);
+# the bundled examples' runs, built on tests/fixtures/k8s.py's, carry EXAMPLE_QUEUE and are renamed to it.
+LOCAL_QUEUE = "vision-default"
+EXAMPLE_QUEUE = "team-a"
 CHANNEL = "C0DEMO"
 USER = "U0DEMO"
 IDENTITY = {"user": "alice@example.com", "groups": ["team-vision"]}
@@ -119,10 +123,11 @@ def run_objects(example: str, example_run: str, name: str,
     """The example's run and the objects linked to it (with its events), renamed to ``name``.
 
     Uids are renamed too: examples built from one fixture share them, and Kueue links a
-    Workload to its job by uid (`kueue.x-k8s.io/job-uid`). ``nodes``: where its GPU pods run.
+    Workload to its job by uid (`kueue.x-k8s.io/job-uid`); so is the LocalQueue, to the
+    workspace's (a quoted name only: queue-name labels, queueName). ``nodes``: where its GPU pods run.
     """
     raw = example_objects(example)
-    text = json.dumps(raw).replace(example_run, name)
+    text = json.dumps(raw).replace(example_run, name).replace(f'"{EXAMPLE_QUEUE}"', f'"{LOCAL_QUEUE}"')
     for uid in {meta(o).get("uid") for o in raw} - {None, ""}:
         text = text.replace(str(uid), str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{uid}")))
     objects = json.loads(text)
@@ -230,7 +235,7 @@ class DemoCluster:
             "apiVersion": "taugrid.io/v1alpha1", "kind": "WorkspaceConnection",
             "metadata": {"name": "vision"},
             "spec": {"cluster": {"server": self.emulator.base_url}, "namespace": NAMESPACE,
-                     "workspace": "vision", "localQueue": "team-a", "slack": {"channels": [CHANNEL]},
+                     "workspace": "vision", "localQueue": LOCAL_QUEUE, "slack": {"channels": [CHANNEL]},
                      "owners": OWNERS, "experiments": {"mlflow": {"uri": self.mlflow_uri}}},
         }
         (self.workspaces_dir / "vision.yaml").write_text(yaml.safe_dump(descriptor, sort_keys=False))

@@ -124,3 +124,31 @@ def test_the_platforms_redis_is_reached_where_the_answer_says(tmp_path: Path) ->
     assert not by_kind(docs, "StatefulSet")
     egress = by_kind(docs, "NetworkPolicy")["taubot-worker"]["spec"]["egress"]
     assert {"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"port": 6380, "protocol": "TCP"}]} in egress
+
+
+def test_one_local_queue_name_from_the_demo_to_the_install(tmp_path: Path) -> None:
+    """The LocalQueue a newcomer meets in the demo is the one config init writes by default, the
+    chart's example descriptor and the README's name (SPEC §8's `vision-default`), and the demo
+    cluster serves it: its TauWorkspace points at it and its runs are queued in it."""
+    import re
+
+    from shell.demo_cluster import demo_cluster
+
+    assert config_init(tmp_path, *ANSWERS).returncode == 0  # workspace vision, no --local-queue
+    values, _ = written(tmp_path)
+    queue = yaml.safe_load(values["workspaces"]["vision.yaml"])["spec"]["localQueue"]
+    assert queue == "vision-default"
+    chart_example = (ROOT / "deploy" / "helm" / "taubot" / "values.yaml").read_text()
+    assert re.findall(r"#\s+localQueue: (\S+)", chart_example) == [queue]
+    assert set(re.findall(r"localQueue: (\S+)", (ROOT / "README.md").read_text())) == {queue}
+    with demo_cluster() as demo:
+        descriptor = yaml.safe_load((demo.workspaces_dir / "vision.yaml").read_text())
+        assert descriptor["spec"]["localQueue"] == queue
+        served = demo.emulator.objects()
+        [workspace] = [o for o in served if o["kind"] == "TauWorkspace"]
+        assert workspace["spec"]["localQueue"] == queue
+        assert [o["metadata"]["name"] for o in served if o["kind"] == "LocalQueue"] == [queue]
+        labels = {(o["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+                  for o in served if o["kind"] in ("Job", "RayJob")}
+        assert labels - {None} == {queue}
+        assert {o["spec"]["queueName"] for o in served if o["kind"] == "Workload"} == {queue}
