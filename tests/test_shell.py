@@ -101,12 +101,14 @@ def test_demo_plays_status_watch_and_escalation_and_exits_zero(tmp_path: Path) -
     out = done.stdout
     # The running Ray job's loss curve is written as a PNG whose path is printed (issue 29).
     [path] = re.findall(r"🖼 ray-pretrain-live: loss curve: (\S+\.png)", out)
-    assert Path(path).parent == tmp_path / "taubot-charts"
+    # In a fresh folder of this status's own, inside a fresh one of this shell's (issue 38.8).
+    assert Path(path).parent.parent.parent == tmp_path and Path(path).parent.parent.name.startswith("taubot-charts-")
+    assert Path(path).name == "ray-pretrain-live-loss-20261130T103000Z.png"
     from PIL import Image
 
     with Image.open(path) as image:
         image.load()  # every byte decodes
-        assert image.format == "PNG" and image.size[0] == 900 and 450 <= image.size[1] <= 720
+        assert image.format == "PNG" and image.size == (900, 990)  # loss, learning rate, time panel
     assert "First incomplete: Kueue admission" in out and "First incomplete: RayCluster" in out
     assert "⚠️ First incomplete: Submitted (warning)" in out and "layer 3: " in out
     assert "the run finished (succeeded)" in out

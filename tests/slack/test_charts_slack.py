@@ -37,12 +37,12 @@ def test_card_first_then_the_curve_in_the_thread_then_the_card_links_it(slack_ap
         slack_app.work()
         parent, card = parent_and_card(slack_app)
     [png] = slack_app.fake.files()
-    assert (png["filename"], png["channel"], png["thread_ts"]) == ("resnet-sweep-3-loss.png", CHANNEL,
-                                                                  parent["ts"])
+    assert (png["filename"], png["channel"], png["thread_ts"]) == ("resnet-sweep-3-loss-20261130T103000Z.png",
+                                                                  CHANNEL, parent["ts"])
     assert png["title"] == "resnet-sweep-3: loss curve"
     image = Image.open(io.BytesIO(png["content"]))
     image.load()
-    assert image.size == (900, 720)  # the learning rate (4e-05 in every dict) beneath the loss
+    assert image.size == (900, 990)  # the learning rate (4e-05 in every dict) and the time panel beneath
     calls = slack_app.fake.calls
     methods = [c.method for c in calls]
     card_post = next(i for i, c in enumerate(calls)

@@ -155,7 +155,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         d = with_queue_position(evaluate(objects, run, now, args.namespace, logs=_log_evidence(args),
                                          stall_seconds=args.stall_minutes * 60))
         _emit(d, args.format)
-        write_charts(args, d)
+        write_charts(args, d, now)
         return 0
     if not args.workspace:
         raise UsageError("diagnose needs --from-file DUMP or --workspace W")

@@ -65,7 +65,8 @@ def diagnose_live(args: argparse.Namespace, run: str, now: datetime,
                                               workspace=args.workspace, profile=want_profile))
     if args.save_snapshot:
         Path(args.save_snapshot).write_text(json.dumps(as_kube_list(result.objects), indent=2) + "\n")
-    write_charts(args, result.diagnosis, result.profile.per_gpu_utilization if result.profile else None)
+    write_charts(args, result.diagnosis, now, profile=result.profile, linked=result.linked,
+                 objects=result.objects)
     # Exit 1 when the cluster could not be read at all (layer 1 failed): the answer says why, and a
     # script must not take "unreachable" for a diagnosis of the run.
     code = 1 if result.diagnosis.unreachable_from is not None and result.diagnosis.layer == 1 else 0

@@ -22,6 +22,7 @@ from .models import (
     LogEvidence,
     PhaseResult,
     PhaseState,
+    ProgressTimeline,
     RunRef,
 )
 from .nodes import gpu_node_health
@@ -226,6 +227,10 @@ def evaluate(
         eta=eta,
         loss_curve=[(s, v) for _at, s, v in progress.points if v is not None] if progress else [],
         lr_curve=list(progress.rates) if progress else [],
+        progress_timeline=ProgressTimeline(
+            points=[(at, s, v) for at, s, v in progress.points if at is not None],
+            last_progress_at=progress.last_progress_at,
+            unchanged_since=logs.unchanged_since if logs else None) if progress else None,
         run=ref,
         phases=phases,
         first_incomplete=first.name if first else None,

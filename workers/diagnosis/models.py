@@ -184,6 +184,18 @@ class ExperimentEvidence(BaseModel):
     unavailable: str | None = None
 
 
+class ProgressTimeline(BaseModel):
+    """When the log's progress lines were written: the charts' time axis, so a curve that stopped
+    reads as a stall and not as a healthy run (issue 38.7). Times are the kubelet's (or Kusto's)
+    per line; an untimed log (Ray's Jobs API) has none, only when its tail was first seen as is."""
+
+    points: list[tuple[datetime, float | None, float | None]] = Field(
+        default_factory=list, description="(time, step, loss) of the last progress lines that carry a time")
+    last_progress_at: datetime | None = Field(default=None, description="the newest line that advanced")
+    unchanged_since: datetime | None = Field(default=None, description=(
+        "an untimed log: since when its tail has been the same (LogEvidence.unchanged_since)"))
+
+
 class Diagnosis(BaseModel):
     """The answer of `evaluate()`: the tree plus the handoff for its first open phase.
 
@@ -216,6 +228,8 @@ class Diagnosis(BaseModel):
                                                          description="(step, loss) of the log's last lines")
     lr_curve: list[tuple[float | None, float]] = Field(
         default_factory=list, description="(step, learning rate) the same lines state")
+    progress_timeline: ProgressTimeline | None = Field(default=None, description=(
+        "when the progress lines were written (None: no log was read); the charts' time axis"))
     read_gaps: dict[str, Outside] = Field(
         default_factory=dict, description="what a live collection could not read: resource plural → why "
         "(`HTTP 500`, `permission denied`); SPEC §7 names each on the card's first screen")

@@ -250,6 +250,38 @@ def run_nodes(run_pods: Iterable[dict]) -> list[str]:
     return sorted({p["spec"]["nodeName"] for p in gpu_pods(run_pods)})
 
 
+DEVICE_PLUGIN_GPU = "nvidia.com/gpu"
+
+
+def _count(quantity: object) -> int:
+    """A whole-GPU quantity (`"8"`, 8); 0 for anything else (a hostile or fractional value)."""
+    text = str(quantity).strip()
+    return int(text) if text.isdigit() and len(text) < 6 else 0
+
+
+def gpus_held(run_pods: Iterable[dict]) -> dict[str, int]:
+    """Node → the GPUs the run's GPU pods hold there through the device plugin (their containers'
+    `nvidia.com/gpu`): a GPU held but absent from the exporter's samples fell silent — the strip
+    draws it as missing, never leaves it out (an Xid 79 GPU that fell off the bus reports nothing)."""
+    held: dict[str, int] = {}
+    for pod in gpu_pods(run_pods):
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            res = c.get("resources") or {}
+            n = _count((res.get("limits") or {}).get(DEVICE_PLUGIN_GPU, (res.get("requests") or {}).get(
+                DEVICE_PLUGIN_GPU, 0)))
+            if n:
+                held[pod["spec"]["nodeName"]] = held.get(pod["spec"]["nodeName"], 0) + n
+    return held
+
+
+def gpu_capacity(objects: Iterable[dict]) -> dict[str, int]:
+    """Node → its `nvidia.com/gpu` capacity, from the Node objects among ``objects``: when a run
+    holds every GPU of a node, the index of a silent one is known (the indices the others lack)."""
+    return {name: n for o in objects if o.get("kind") == "Node"
+            and (name := (o.get("metadata") or {}).get("name"))
+            and (n := _count(((o.get("status") or {}).get("capacity") or {}).get(DEVICE_PLUGIN_GPU, 0)))}
+
+
 def _allocation(run_pods: list[dict], claims: Mapping[str, dict]) -> Allocation | Unavailable | NotApplicable:
     uses_dra = any((p.get("spec") or {}).get("resourceClaims") for p in run_pods)
     if not claims:

@@ -66,9 +66,10 @@ PROGRESS: tuple[ProgressFormat, ...] = (
                    "transformers 5 prints the values as strings ({'loss': '5.391', …}, reference §2.7)",
                    # Keys in any order (lookaheads): a greedy `.*` before `epoch|step` used to eat the
                    # `'step': N` it was meant to capture, so no HF dict ever gave a step (issue 38.7).
+                   # `'global_step': N` too (a callback's own dict; the checkpoint dirs are named by it).
                    _re(r"""^\s*\{(?=.*['"]loss['"]\s*:\s*['"]?(?P<loss>""" + _NUM
-                       + r""")['"]?\s*[,}])(?=.*['"](?:epoch|step)['"]\s*:)"""
-                       + r"""(?:(?=.*['"]step['"]\s*:\s*['"]?(?P<step>\d+)))?"""),
+                       + r""")['"]?\s*[,}])(?=.*['"](?:epoch|(?:global_)?step)['"]\s*:)"""
+                       + r"""(?:(?=.*['"](?:global_)?step['"]\s*:\s*['"]?(?P<step>\d+)))?"""),
                    "step", "loss", "loss"),
     ProgressFormat("Megatron-LM iteration line", "epfLLM/Megatron-LLM#11 training log",
                    _re(r"\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|(?:.*\blm loss:\s*(?P<loss>"
@@ -91,8 +92,9 @@ PROGRESS: tuple[ProgressFormat, ...] = (
                    _re(r"\b(?:global_step|step)\s*[=:]\s*(?P<step>\d+(?:\.\d+)?(?:e\+?\d+)?)"
                        r"(?:.*?\bloss\s*[=:]\s*(?P<loss>" + _NUM + r"))?"),
                    "step", "loss", "step"),
-    ProgressFormat("iteration N", "generic training loops", _re(r"\biteration\s+(?P<step>\d+)\b"), "step",
-                   None, "iteration"),
+    ProgressFormat("iteration N", "generic training loops",  # `Iteration 500: loss=1.6` gives both
+                   _re(r"\biteration\s+(?P<step>\d+)\b(?:.*?\bloss\s*[=:]\s*(?P<loss>" + _NUM + r"))?"),
+                   "step", "loss", "iteration"),
     ProgressFormat("loss value", "generic training loops", _re(r"\bloss\s*[=:]\s*(?P<loss>" + _NUM + r")\b"),
                    None, "loss", "loss"),
 )

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -31,12 +30,13 @@ from workers.collect.workspace import check_connection, workspace_status
 from workers.config.workspaces import Resolved
 from workers.contracts.commands import WorkspaceStatusCommand
 from workers.contracts.requests import CommandRequest, StatusRequest, WorkspaceRequest
+from workers.diagnosis.profile import gpu_capacity, gpus_held
 from workers.kube.reader import KubeReader
 from workers.records import keys
 from workers.records.cards import PostedCard, render
 from workers.records.offers import handoff_gap, offer_escalation
 from workers.render.cards import MAX_BLOCKS, build_phase_card, build_workspace_card, render_details
-from workers.render.charts import gpu_strip, left_out, left_out_text, loss_chart
+from workers.render.charts import Picture, status_pictures
 from workers.render.mrkdwn import code
 from workers.render.slots import ChartLink, ChartsSlot
 from workers.services import Services
@@ -122,30 +122,21 @@ def deliver(services: Services, request: CommandRequest, parent_ts: str | None, 
     return posted
 
 
-Picture = tuple[str, str, Callable[[], bytes | None], list[tuple[str, list[float]]]]
-
-
-def pictures(live: RunReport) -> list[Picture]:
-    """(what, filename, draw, left out) of the status's pictures: the loss curve (with the learning
-    rate beside it when the log gives one) and, with `--run-profile`, the per-GPU utilisation
-    strip; ``left out``: (which curve, its values no chart can draw: NaN, ±inf, beyond ±1e100).
-    Drawn only when called: the card does not wait for matplotlib."""
-    d = live.diagnosis
-    run = d.run.name
-    omitted = [("loss curve", left_out(d.loss_curve)), ("learning-rate curve", left_out(d.lr_curve))]
-    out: list[Picture] = [
-        ("loss curve", f"{run}-loss.png", lambda: loss_chart(d.loss_curve, run, lr_curve=d.lr_curve),
-         [(what, values) for what, values in omitted if values])]
-    if live.profile is not None:
-        utilization = live.profile.per_gpu_utilization
-        out.append(("GPU utilisation strip", f"{run}-gpus.png", lambda: gpu_strip(utilization, run), []))
-    return out
+def pictures(live: RunReport, now: datetime) -> list[Picture]:
+    """The status's pictures (`status_pictures`): the loss curve with its time panel up to ``now``
+    and, with `--run-profile`, the per-GPU strip, where a GPU the run's pods hold but that sent no
+    sample is drawn missing (the Node objects read for layer 6 give each node's GPU count)."""
+    if live.profile is None:
+        return status_pictures(live.diagnosis, now)
+    return status_pictures(live.diagnosis, now, utilization=live.profile.per_gpu_utilization,
+                           held=gpus_held(live.linked.pods), capacity=gpu_capacity(live.objects))
 
 
 _UNSAFE = re.compile(r"[<>&\x00-\x1f]")
 
 
-def attach_charts(services: Services, channel: str, thread_ts: str, card_ts: str, live: RunReport) -> int:
+def attach_charts(services: Services, channel: str, thread_ts: str, card_ts: str, live: RunReport,
+                  now: datetime) -> int:
     """After the card is posted: draw each picture, upload it into the card's thread (files upload
     v2), then edit the card once to link them (the permalink from the upload's answer). A picture
     that could not be attached — or not drawn: a chart's error never turns the posted card into an
@@ -154,17 +145,17 @@ def attach_charts(services: Services, channel: str, thread_ts: str, card_ts: str
     run = live.diagnosis.run.name
     links: list[ChartLink] = []
     notes: list[str] = []
-    for what, filename, draw, omitted in pictures(live):
+    for picture in pictures(live, now):
+        what, filename = picture.what, picture.filename
         try:
-            png = draw()
+            png = picture.draw()
         except Exception as exc:  # noqa: BLE001 - any drawing error is the chart's, not the card's
             log.warning("status: could not draw the %s of %s: %r", what, run, exc)
             reason = _UNSAFE.sub("", type(exc).__name__)[:60]
             links.append(ChartLink(what=what, failed=f"it could not be drawn: {reason}"))
             notes.append(f"The {what} could not be drawn ({reason}); the card above stands.")
             continue
-        notes.extend(left_out_text(curve, values, drawn=png is not None or curve != what)
-                     for curve, values in omitted)
+        notes.extend(picture.left_out_notes(drawn=png is not None))
         if png is None:
             continue
         where = services.surface.upload_image(channel, thread_ts, filename, png, f"{run}: {what}")
@@ -301,7 +292,7 @@ def run_status(services: Services, request: StatusRequest, *, job: Job | None,
     if validate is not None and posted is not None:
         validate.attach(posted.ts)
     if parent_ts is not None and posted is not None:  # the card first; its pictures follow it
-        attach_charts(services, request.channel, parent_ts, posted.ts, live)
+        attach_charts(services, request.channel, parent_ts, posted.ts, live, now)
     return StatusOutcome(parent_ts, posted.ts if posted else None, diagnosis.first_incomplete,
                          diagnosis.layer, live.requests)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -35,13 +36,17 @@ class PressableButton:
     label: str
 
 
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
 class TerminalSurface:
     """Prints through ``write``; keeps every message so updates and presses find them."""
 
     def __init__(self, write: Callable[[str], None], *, blocks_json: bool = False, user: str = "",
                  files_dir: Path | None = None) -> None:
         self.write = write
-        self.files_dir = files_dir or Path(tempfile.gettempdir()) / "taubot-charts"  # charts land here
+        self.files_dir = files_dir  # where pictures go; None: a fresh temporary directory, made on first use
+        self._status_dirs: dict[tuple[str, str], Path] = {}  # (channel, thread) → its pictures' own folder
         self.blocks_json = blocks_json
         self.user = user
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
@@ -136,15 +141,32 @@ class TerminalSurface:
         self.write(f"{indent}📎 {filename} ({lines} lines) — {title}\n")
         return Sent(channel=channel, ts=thread_ts or "")
 
+    def _status_dir(self, channel: str, thread_ts: str | None) -> Path:
+        """The folder of one status's pictures (one per thread), made fresh with `mkdtemp` inside
+        ``files_dir`` — itself made fresh for this surface unless given: a picture from an earlier
+        status (or an earlier shell, hours before) never sits beside the new ones under its name."""
+        key = (channel, thread_ts or "")
+        folder = self._status_dirs.get(key)
+        if folder is None:
+            if self.files_dir is None:
+                self.files_dir = Path(tempfile.mkdtemp(prefix="taubot-charts-"))
+            self.files_dir.mkdir(parents=True, exist_ok=True)
+            number = len(self._status_dirs) + 1
+            folder = Path(tempfile.mkdtemp(prefix=f"status-{number}-", dir=self.files_dir))
+            self._status_dirs[key] = folder
+        return folder
+
     def upload_image(self, channel: str, thread_ts: str | None, filename: str, data: bytes,
                      title: str) -> str | Failed:
-        """A terminal shows no pictures: the PNG is written to ``files_dir`` and its path printed."""
-        self.files_dir.mkdir(parents=True, exist_ok=True)
-        path = self.files_dir / filename
+        """A terminal shows no pictures: the PNG is written into the status's own fresh folder
+        (`_status_dir`) under its name alone (no directory part), and its path printed."""
+        name = _SAFE_NAME.sub("-", Path(filename).name).lstrip(".-") or "picture.png"
         try:
+            with self._lock:
+                path = self._status_dir(channel, thread_ts) / name
             path.write_bytes(data)
         except OSError as exc:
-            return Failed(kind="error", error=f"cannot write {path}: {exc.strerror or exc}")
+            return Failed(kind="error", error=f"cannot write {name}: {exc.strerror or exc}")
         indent = "    " if thread_ts else ""
         self.write(f"{indent}🖼 {title}: {path}\n")
         return str(path)
