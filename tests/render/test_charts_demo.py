@@ -5,6 +5,7 @@ terminal surface gives each status's pictures a fresh folder of their own."""
 
 from __future__ import annotations
 
+import argparse
 import io
 from collections.abc import Iterator
 from datetime import timedelta
@@ -14,6 +15,7 @@ import pytest
 from PIL import Image
 
 from shell.demo_cluster import FAULTY_NODE, GPU_NODE, IDENTITY, START, DemoCluster, demo_cluster
+from workers.cli.charts import write_charts
 from workers.collect.investigate import diagnose_live
 from workers.collect.report import RunReport
 from workers.config.workspaces import load_descriptors
@@ -81,6 +83,23 @@ async def test_ray_pretrain_live_plots_steps_and_marks_its_last_progress_and_now
     assert fig.axes[0].lines[0].get_xdata()[0] == 100.0
     assert fig.axes[-1].get_xlabel() == "time (UTC)"
     assert decoded(png(fig)).size == chart.size == (900, 990)
+
+
+async def test_cli_charts_of_a_live_profile_draw_the_missing_gpu_too(demo: DemoCluster, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`taubot diagnose llama-ft-xid --workspace vision --run-profile --charts DIR`: the strip the CLI
+    writes has the silent GPU as the status's has (the run's pods and the Nodes it read)."""
+    live = await status(demo, "llama-ft-xid")
+    write_charts(argparse.Namespace(charts=str(tmp_path)), live.diagnosis, START, profile=live.profile,
+                 linked=live.linked, objects=live.objects)
+    gpus = tmp_path / "llama-ft-xid-gpus-20261130T103000Z.png"
+    assert capsys.readouterr().err.splitlines() == [
+        f"# loss curve: {tmp_path / 'llama-ft-xid-loss-20261130T103000Z.png'}", f"# GPU utilisation strip: {gpus}"]
+    image = decoded(gpus.read_bytes()).convert("RGB")
+    assert image.size == (900, 450)
+    colours = {colour: count for count, colour in image.getcolors(maxcolors=900 * 450) or []}
+    grey = colours.get((200, 200, 200), 0)  # MISSING_GREY, #c8c8c8
+    assert grey > 1000  # the silent GPU's bar, drawn across the axis
 
 
 async def test_resnet_hang_says_no_progress_since_its_last_step(demo: DemoCluster) -> None:

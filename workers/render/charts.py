@@ -128,7 +128,7 @@ def loss_figure(chart: LossChart) -> Figure:
         _time_panel(axes[-1], chart.time)
     loss = chart.loss
     if loss is None:  # steps but no loss: the time panel is the picture
-        axes[0].set_title(chart.title + "\n" + axes[0].get_title(loc="left"), loc="left")
+        fig.suptitle(chart.title, fontsize=17)
         return fig
     ax = axes[0]
     ax.plot(loss.xs, loss.ys, color=LOSS_BLUE, linewidth=2, marker="o" if len(loss.xs) < 40 else None)
