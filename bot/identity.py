@@ -16,12 +16,16 @@ guessing:
 * If the user groups cannot be read, the user is refused rather than mapped
   with fewer groups: a partial identity would answer "permission denied" for
   reasons nobody could see.
-* Results are cached in Redis, not in the process, so the bot's HTTP workers
-  and rq workers share them and Slack is asked once per user per TTL.
-  Refusals are cached briefly (a fixed mapping should take effect soon);
-  failures to reach Slack are not cached at all (they say nothing about the
-  user). The cache key includes a fingerprint of the identity file, so an
-  edited mapping is never answered from entries made under the old one.
+* Results are cached in Redis, so the bot's HTTP workers and rq workers share
+  them and Slack is asked once per user per TTL. Refusals are cached briefly
+  (a fixed mapping should take effect soon); failures to reach Slack are not
+  cached at all (they say nothing about the user). The cache key includes a
+  fingerprint of the identity file, so an edited mapping is never answered
+  from entries made under the old one.
+* Each process also remembers what it resolved or read from Redis, until that
+  Redis entry expires (never longer): an email-mapped user's next command
+  costs its ack no Redis round trip (issue 36), and the answer is the one
+  Redis holds anyway.
 * Nothing here raises for Slack or Redis trouble: the caller gets an
   ``Unmapped`` value whose ``reason`` is meant for the user and ``detail`` for
   the logs.
@@ -33,6 +37,10 @@ import hashlib
 import json
 import logging
 import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,6 +60,7 @@ ASK_OPERATOR = (
 )
 DEFAULT_TTL_SECONDS = 600
 NEGATIVE_TTL_SECONDS = 60
+REMEMBERED_USERS = 4096  # per process; the least recently asked is forgotten past this
 DEFAULT_KEY_PREFIX = keys.IDENTITY
 
 SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,}$")]
@@ -195,6 +204,7 @@ class IdentityResolver:
         ttl_seconds: int = DEFAULT_TTL_SECONDS,
         key_prefix: str = DEFAULT_KEY_PREFIX,
         negative_ttl_seconds: int = NEGATIVE_TTL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.identity_map = identity_map
         self.slack = slack_client
@@ -202,7 +212,11 @@ class IdentityResolver:
         self.ttl_seconds = ttl_seconds
         self.negative_ttl_seconds = negative_ttl_seconds
         self.key_prefix = key_prefix
+        self.clock = clock
         self._fingerprint = identity_map.fingerprint()
+        # slack user → (when the Redis entry expires, on `clock`; what it holds)
+        self._remembered: OrderedDict[str, tuple[float, Identity | Unmapped]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def cache_key(self, slack_user_id: str) -> str:
         """Redis key of a user's cached result under the current mapping."""
@@ -215,9 +229,14 @@ class IdentityResolver:
             return Identity(user=entry.user, groups=entry.groups)
         if not self.identity_map.map_by_email:
             return _refusal(slack_user_id, "not listed and map_by_email is off")
+        remembered = self._recall(slack_user_id)
+        if remembered is not None:
+            return remembered
         cached = self._cache_get(slack_user_id)
         if cached is not None:
-            return cached
+            result, ttl = cached
+            self._remember(slack_user_id, result, ttl)
+            return result
         result = self._resolve_by_email(slack_user_id)
         if isinstance(result, Identity):
             self._cache_put(slack_user_id, result, self.ttl_seconds)
@@ -226,6 +245,27 @@ class IdentityResolver:
         if isinstance(result, Unmapped):
             log.info("identity: refused %s: %s", slack_user_id, result.detail)
         return result
+
+    # ------------------------------------------------------------- this process
+
+    def _recall(self, slack_user_id: str) -> Identity | Unmapped | None:
+        """What this process resolved or read for the user, while its Redis entry lives."""
+        with self._lock:
+            entry = self._remembered.get(slack_user_id)
+            if entry is None:
+                return None
+            if entry[0] <= self.clock():
+                del self._remembered[slack_user_id]
+                return None
+            self._remembered.move_to_end(slack_user_id)
+            return entry[1]
+
+    def _remember(self, slack_user_id: str, result: Identity | Unmapped, ttl: float) -> None:
+        with self._lock:
+            self._remembered[slack_user_id] = (self.clock() + ttl, result)
+            self._remembered.move_to_end(slack_user_id)
+            while len(self._remembered) > REMEMBERED_USERS:
+                self._remembered.popitem(last=False)
 
     # ------------------------------------------------------------- Slack
 
@@ -282,9 +322,12 @@ class IdentityResolver:
 
     # ------------------------------------------------------------- Redis
 
-    def _cache_get(self, slack_user_id: str) -> Identity | Unmapped | None:
+    def _cache_get(self, slack_user_id: str) -> tuple[Identity | Unmapped, float] | None:
+        """The user's entry and the seconds it has left (one round trip for both)."""
+        key = self.cache_key(slack_user_id)
         try:
-            raw = self.redis.get(self.cache_key(slack_user_id))
+            with self.redis.pipeline(transaction=False) as pipe:
+                raw, left_ms = pipe.get(key).pttl(key).execute()
         except redis.RedisError as exc:
             log.warning("identity: cache read failed, asking Slack: %s", exc)
             return None
@@ -292,11 +335,11 @@ class IdentityResolver:
             return None
         try:
             data: dict[str, Any] = json.loads(raw)
-            if data.pop("kind") == "identity":
-                return Identity.model_validate(data)
-            return Unmapped.model_validate(data)
+            kind = data.pop("kind")
+            result = Identity.model_validate(data) if kind == "identity" else Unmapped.model_validate(data)
         except (ValueError, KeyError, TypeError):
             return None  # an entry from another version: ignore it, it will be rewritten
+        return result, max(0, left_ms) / 1000  # -1: no expiry set (not ours): not remembered
 
     def _cache_put(self, slack_user_id: str, result: Identity | Unmapped, ttl: int) -> None:
         kind = "identity" if isinstance(result, Identity) else "unmapped"
@@ -305,6 +348,8 @@ class IdentityResolver:
             self.redis.set(self.cache_key(slack_user_id), payload, ex=ttl)
         except redis.RedisError as exc:
             log.warning("identity: cache write failed: %s", exc)
+            return  # not remembered either: the next command asks Slack again, as every process would
+        self._remember(slack_user_id, result, ttl)
 
 
 def _refusal(slack_user_id: str, detail: str) -> Unmapped:

@@ -102,6 +102,46 @@ def test_email_mapping_is_cached_in_redis(
     assert len(fake.calls_to("usergroups.list")) == 1
 
 
+def redis_commands(conn: redis.Redis) -> int:
+    """Commands the Redis server has run so far (`INFO commandstats`), the readings left out."""
+    stats = conn.info("commandstats")
+    return sum(int(f["calls"]) for name, f in stats.items() if name != "cmdstat_info")
+
+
+def test_a_resolved_user_costs_the_next_command_no_redis_round_trip_until_the_entry_expires(
+    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+) -> None:
+    """Issue 36: an email-mapped user's identity is read on every command's ack; the process
+    remembers it (and a refusal) for as long as its Redis entry lives, and no longer."""
+    now = [1000.0]
+    resolver = IdentityResolver(identity_map, WebClient(token="xoxb-test", base_url=fake.api_url), rconn,
+                                clock=lambda: now[0])
+    bob = resolver.resolve("U0BOB")
+    assert resolver.resolve("U0NOBODY") == resolver.resolve("U0NOBODY")  # refused, asked once
+    before = redis_commands(rconn)
+    for _ in range(3):
+        assert resolver.resolve("U0BOB") == bob
+        assert isinstance(resolver.resolve("U0NOBODY"), Unmapped)
+    assert redis_commands(rconn) == before
+    assert len(fake.calls_to("users.info")) == 2
+
+    now[0] += 61  # past the refusal's 60 s: it is read again (the entry's own clock is Redis's)
+    before = redis_commands(rconn)
+    assert isinstance(resolver.resolve("U0NOBODY"), Unmapped) and redis_commands(rconn) > before
+    before = redis_commands(rconn)
+    assert resolver.resolve("U0BOB") == bob and redis_commands(rconn) == before  # 600 s: still held
+
+    # another process's resolver remembers what it read from Redis only for what the entry has left
+    other = IdentityResolver(identity_map, WebClient(token="xoxb-test", base_url=fake.api_url), rconn,
+                             clock=lambda: now[0])
+    assert other.resolve("U0BOB") == bob
+    before = redis_commands(rconn)
+    assert other.resolve("U0BOB") == bob and redis_commands(rconn) == before
+    now[0] += 600
+    assert other.resolve("U0BOB") == bob and redis_commands(rconn) > before
+    assert len(fake.calls_to("users.info")) == 2
+
+
 def test_only_mapped_usergroups_become_groups(
     fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
 ) -> None:
