@@ -756,3 +756,64 @@ def test_the_api_server_is_its_endpoints_read_at_install() -> None:
     # Offline (helm template): the private ranges, and the notes say what to set.
     notes = _notes(MINIMAL)
     assert "could not be read at install" in notes and "networkPolicy.egress.apiServer.cidrs" in notes
+
+
+def test_buttons_are_signed_in_every_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Socket Mode has no signing secret to sign buttons with: the chart hands every process the
+    Slack Secret's button-signing-key, so the settings taubot loads from the pod's files have a
+    button key (a card without one carries no buttons). In http mode the signing secret does,
+    unless slack.buttonSigningKeyKey names a key of its own; a key the config names wins, once."""
+    socket = containers(render({**MINIMAL, "bot": {"replicas": 1, "mode": "socket"}}))
+    for spec in socket.values():
+        assert _env(spec)["TAUBOT_BUTTON_SIGNING_KEY_FILE"] == "/run/secrets/taubot-slack/button-signing-key"
+    secret = {"bot-token": "xoxb-1-2-3", "app-token": "xapp-1-A1-2-3", "button-signing-key": "9f86d081884c7d65"}
+    for key, value in secret.items():
+        (tmp_path / key).write_text(value + "\n")
+    for name, value in _env(socket["taubot-worker"]).items():
+        if name.startswith("TAUBOT_SLACK_") or name.startswith("TAUBOT_BUTTON_"):
+            monkeypatch.setenv(name, value.replace("/run/secrets/taubot-slack", str(tmp_path)))
+    assert Settings().button_key() == b"9f86d081884c7d65"
+    http = containers(render(MINIMAL))
+    assert all("TAUBOT_BUTTON_SIGNING_KEY_FILE" not in _env(spec) for spec in http.values())  # the signing secret
+    own = containers(render({**MINIMAL, "slack": {"buttonSigningKeyKey": "buttons"}}))
+    assert {_env(spec)["TAUBOT_BUTTON_SIGNING_KEY_FILE"] for spec in own.values()} == {"/run/secrets/taubot-slack/buttons"}
+    named = {**MINIMAL, "bot": {"replicas": 1, "mode": "socket"},
+             "config": {"TAUBOT_BUTTON_SIGNING_KEY_FILE": "/etc/keys/buttons"}}
+    for spec in containers(render(named)).values():
+        names = [e["name"] for e in spec["containers"][0]["env"]]
+        assert names.count("TAUBOT_BUTTON_SIGNING_KEY_FILE") == 1
+        assert _env(spec)["TAUBOT_BUTTON_SIGNING_KEY_FILE"] == "/etc/keys/buttons"
+
+
+def test_the_readme_install_creates_every_secret_the_chart_reads() -> None:
+    """Followed as written, README "Install on a cluster" creates each Secret (and each key) the
+    rendered chart mounts or names, besides the Redis password the chart makes itself: a pod
+    would otherwise wait on a missing volume, or Slack meet a certificate nobody made."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Install on a cluster"):readme.index("**Metrics**")]
+    command = section.replace("\\\n", " ")
+    created: dict[str, set[str]] = {}
+    for kind, name, rest in re.findall(r"kubectl -n taubot create secret (generic|tls) (\S+)(.*)", command):
+        literals = set(re.findall(r"--from-literal=([^=\s]+)=", rest))
+        created[name] = literals if kind == "generic" else {"tls.crt", "tls.key"}
+    values = yaml.safe_load(re.search(r"cat > taubot-values.yaml <<'VALUES'\n(.*?)\nVALUES\n", readme, re.S).group(1))
+    docs = render(values)
+    generated = set(by_kind(docs, "Secret"))
+    needed: dict[str, set[str]] = {}
+    [ingress] = by_kind(docs, "Ingress").values()
+    for tls in ingress["spec"]["tls"]:
+        needed.setdefault(tls["secretName"], set()).update({"tls.crt", "tls.key"})
+    for spec in containers(docs).values():
+        mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+        for volume in spec["volumes"]:
+            if "secret" in volume:
+                keys = {v.rsplit("/", 1)[1] for v in _env(spec).values()
+                        if v.startswith(mounts[volume["name"]] + "/")}
+                needed.setdefault(volume["secret"]["secretName"], set()).update(keys)
+        for entry in spec["containers"][0]["env"]:
+            if ref := entry.get("valueFrom", {}).get("secretKeyRef"):
+                needed.setdefault(ref["name"], set()).add(ref["key"])
+    for name, keys in needed.items():
+        if name not in generated:
+            assert keys <= created.get(name, set()), (name, keys, created)
+    assert needed["taubot-slack"] == {"bot-token", "signing-secret"} and "taubot-tls" in needed

@@ -54,7 +54,7 @@ def test_a_bad_channel_answer_is_asked_again_and_nothing_is_lost(tmp_path: Path)
     assert descriptor["spec"]["namespace"] == "team-vision"  # the answers before it were kept
     assert values["image"] == {"repository": "registry.example.com/taubot", "tag": "0.1.0"}
     assert values["bot"]["mode"] == "socket"
-    assert values["config"]["TAUBOT_BUTTON_SIGNING_KEY_FILE"] == "/run/secrets/taubot-slack/button-signing-key"
+    assert values["slack"]["buttonSigningKeyKey"] == "button-signing-key"
     for step in ("kubectl create namespace taubot", "create secret generic taubot-slack",
                  "--from-literal=button-signing-key=", "helm install taubot", "/invite"):
         assert step in out, step

@@ -33,8 +33,6 @@ from typing import Any
 
 import yaml
 
-from workers.config.settings import FILE_SUFFIX
-
 from .errors import UsageError
 from .registry import subcommand
 
@@ -189,8 +187,9 @@ def build_values(args: argparse.Namespace, read: Callable[[str], str] = input) -
         entries = [ask("user", "First user, SLACKID=kubernetes-user[:group,group]", None, _user_problem)]
     values["identity"] = {"users": _users(entries), "map_by_email": bool(args.map_by_email)}
     # Buttons are signed in every mode: Socket Mode has no signing secret to fall back on, and a card
-    # without a key would carry no buttons at all. The key is one more entry of the Slack Secret.
-    values["config"] = {f"TAUBOT_BUTTON_SIGNING_KEY{FILE_SUFFIX}": f"/run/secrets/taubot-slack/{BUTTON_KEY}"}
+    # without a key would carry no buttons at all. The key is one more entry of the Slack Secret,
+    # which the chart hands the processes as TAUBOT_BUTTON_SIGNING_KEY_FILE.
+    values["slack"] = {"buttonSigningKeyKey": BUTTON_KEY}
     if args.unbounded_impersonation:
         values["rbac"] = {"impersonate": {"unbounded": True}}
     return values

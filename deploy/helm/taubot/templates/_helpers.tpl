@@ -90,6 +90,13 @@ value (from a secretKeyRef), expanded into TAUBOT_REDIS_URL.
   value: /run/secrets/taubot-slack/{{ .Values.slack.appTokenKey }}
 {{- end }}
 {{- end }}
+{{- $buttonKey := .Values.slack.buttonSigningKeyKey | default (ternary "button-signing-key" "" (eq .Values.bot.mode "socket")) }}
+{{- if and $buttonKey (not (hasKey .Values.config "TAUBOT_BUTTON_SIGNING_KEY_FILE")) (not (hasKey .Values.config "TAUBOT_BUTTON_SIGNING_KEY")) }}
+# Signs the cards' button values (HMAC); without it (and without a signing secret, as in Socket
+# Mode) cards would carry no buttons.
+- name: TAUBOT_BUTTON_SIGNING_KEY_FILE
+  value: /run/secrets/taubot-slack/{{ $buttonKey }}
+{{- end }}
 {{- if .Values.slack.apiUrl }}
 - name: TAUBOT_SLACK_API_URL
   value: {{ .Values.slack.apiUrl | quote }}
