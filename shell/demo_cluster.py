@@ -16,6 +16,8 @@ Beside the objects, the demo serves what a live status and `/tau logs` read
 `pods/proxy`, timestamped pod logs (progress, an OOM crash loop, an NCCL
 hang), the Ray driver logs through the head services' `services/proxy`, and
 an MLflow tracking server (`shell/mlflow_emulator.py`) with the runs' records.
+A kubelet (`shell/demo_kubelet.py`) runs the pods created on a node, so
+*Validate these nodes* answers as it would on a cluster.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import contextlib
 import json
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -35,6 +37,7 @@ import yaml
 
 from workers.diagnosis.linkage import find_run, meta
 
+from .demo_kubelet import DemoKubelet
 from .kube_emulator import KubeEmulator, running_emulator
 from .mlflow_emulator import MlflowEmulator, running_mlflow
 
@@ -243,8 +246,9 @@ class DemoCluster:
 
 
 @contextlib.contextmanager
-def demo_cluster() -> Iterator[DemoCluster]:
-    """The demo cluster served on a loopback port for as long as the block runs."""
+def demo_cluster(now: Callable[[], datetime] = lambda: START) -> Iterator[DemoCluster]:
+    """The demo cluster served on a loopback port for as long as the block runs; ``now`` is the
+    demo's clock (its kubelet stamps the pods it runs with it)."""
     objects = platform_objects()
     for run in RUNS:
         objects += run_objects(run.example, run.example_run, run.name, run.nodes, run.also)
@@ -252,6 +256,7 @@ def demo_cluster() -> Iterator[DemoCluster]:
             running_mlflow() as mlflow:
         emu.kubelet_log_states = True  # a container that never started says why, as the kubelet does
         serve_demo_io(emu, mlflow)
+        DemoKubelet(emu, now).attach()  # runs the pods created on a node (`cluster validate nodes`)
         cluster = DemoCluster(emulator=emu, directory=Path(tmp), mlflow_uri=mlflow.base_url)
         cluster._play_stage(0)
         cluster.write_files()

@@ -779,6 +779,13 @@ class KubeEmulator:
         with self._lock:
             self._forwards[key] = base_url.rstrip("/")
 
+    def call_soon(self, callback: Callable[..., None], *args: Any) -> None:
+        """Run ``callback(*args)`` on the server's loop, after what it is doing now: a controller's
+        next step (a kubelet moves a pod on once its create has been answered), from any thread."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(callback, *args)
+
     def compact(self) -> None:
         """Forget the change history, as etcd compaction does: a WATCH from an older
         resourceVersion is answered `410 Gone` (`too old resource version`) and must re-LIST."""

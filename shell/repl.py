@@ -156,8 +156,9 @@ class Shell:
 
     def __init__(self, settings: Settings, *, user: str, channel: str, write: Callable[[str], None],
                  conn: redis.Redis, clock: Clock, blocks_json: bool = False,
-                 on_time: Callable[[datetime], None] | None = None) -> None:
+                 on_time: Callable[[datetime], None] | None = None, demo: Any = None) -> None:
         self.user = user
+        self.demo = demo  # the demo cluster the session runs on (`--demo`), for `taubot demo` and tests
         self.channel = channel
         self.write = write
         self.clock = clock

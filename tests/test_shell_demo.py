@@ -62,3 +62,60 @@ def test_help_shows_a_real_code_block_that_pastes_back_as_a_command(demo: Demo) 
     answer = demo.answer(f"{command}\n{block}")
     assert "Manifest validation · Job team-vision/llama-ft-7b" in answer
     assert "no manifest" not in answer and "Usage" not in answer
+
+
+def test_validating_the_xid_runs_nodes_tells_the_faulty_node_from_the_healthy_one(demo: Demo) -> None:
+    """Issue 38.1: *Validate these 2 nodes* on the Xid 79 card ran its pods into a cluster where no
+    kubelet ran them and answered "did not finish in time" for both after 2 minutes. The demo's
+    kubelet (shell/demo_kubelet.py) now admits and runs each pod on its node, as the caller
+    created it: on the node whose GPU fell off the bus `nvidia-smi -L` exits 15 with NVML's "GPU is
+    lost" line; the other node passes. Two creates as the caller, one LIST and at most one WATCH of
+    the pods, no wait for a timeout, and no pod left behind."""
+    emulator = demo.shell.demo.emulator
+    card = demo.answer("/tau status llama-ft-xid")
+    [button] = set(re.findall(r"\[(\d+)\] 🩺 Validate these 2 nodes", card))  # the card, and its edit
+    emulator.clear_requests()
+    answer = demo.answer(button)
+    assert "Cluster validation · vision · layer 6 ❌ failed" in answer
+    assert "1/2 nodes healthy (need 2); aks-a100-38141759-vmss000008: XIDErrors=True" in answer
+    assert re.search(r"❌ aks-a100-38141759-vmss000008 — failed \(exit 15\): Unable to determine the device "
+                     r"handle for GPU 0000:BD:00\.0: GPU is lost\.", answer), answer
+    assert "✅ aks-a100-38141759-vmss000009 — healthy" in answer
+    assert "not validated" not in answer and "did not finish" not in answer
+    pods = [r for r in emulator.requests if r.path == "/api/v1/namespaces/taugrid-validation/pods"]
+    creates = [r for r in pods if r.method == "POST"]
+    assert len(creates) == 2
+    assert all(r.header_values("Impersonate-User") == ["alice@example.com"] for r in creates)
+    assert all("nvidia.com/gpu" not in str(r.body) for r in creates)  # the run holds the GPUs
+    lists = [r for r in pods if r.method == "GET" and r.query.get("watch") != "true"]
+    watches = [r for r in pods if r.query.get("watch") == "true"]
+    assert len(lists) == 1 and len(watches) <= 1
+    assert len([r for r in emulator.requests if r.method == "DELETE"]) == 2
+    assert not [o for o in emulator.objects() if o["kind"] == "Pod"
+                and o["metadata"]["namespace"] == "taugrid-validation"]
+
+
+def test_the_demo_kubelet_refuses_a_pod_asking_for_gpus_the_run_holds(demo: Demo) -> None:
+    """Why the validation pod asks for no GPU: the kubelet admits a pod pinned to its node against
+    what is free (kubelet.go `rejectPod`, predicate.go `InsufficientResourceError`), and the demo's
+    kubelet does the same: on a node whose 8 GPUs the llama-ft-xid run holds, a pod asking for 8 is
+    Failed with `OutOfnvidia.com/gpu` and nothing runs."""
+    import threading
+
+    from shell.demo_cluster import FAULTY_NODE
+
+    emulator = demo.shell.demo.emulator
+    settled = threading.Event()
+    emulator.on_change.append(lambda kind, obj: settled.set() if obj["metadata"].get("name") == "gpu-hungry"
+                              and (obj.get("status") or {}).get("phase") else None)
+    emulator.upsert({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": "gpu-hungry", "namespace": "taugrid-validation"},
+                     "spec": {"nodeName": FAULTY_NODE, "restartPolicy": "Never", "containers": [
+                         {"name": "validate", "image": "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04",
+                          "command": ["sh", "-c", "nvidia-smi -L"], "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
+    assert settled.wait(20)
+    [pod] = [o for o in emulator.objects() if o["metadata"]["name"] == "gpu-hungry"]
+    emulator.delete("Pod", "taugrid-validation", "gpu-hungry")
+    assert pod["status"] == {"phase": "Failed", "reason": "OutOfnvidia.com/gpu", "qosClass": "BestEffort",
+                             "message": "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
+                                        "requested: 8, used: 8, capacity: 8"}

@@ -13,6 +13,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.diagnosis.test_node_health import node
@@ -150,3 +151,145 @@ async def test_validate_nodes_creates_pods_as_the_caller_reads_results_and_delet
     checks = {c.name: c for c in report.checks}
     assert checks["aks-a100-vmss000001"].state == "ok"
     assert "DCGM_FR_VOLATILE_DBE_DETECTED" in checks["aks-a100-vmss000002"].detail
+
+
+VALIDATION_NS = "taugrid-validation"
+PODS = f"/api/v1/namespaces/{VALIDATION_NS}/pods"
+
+
+def a100_nodes(count: int) -> list[dict]:
+    return [labelled(f"aks-a100-vmss00000{i}", "a100") for i in range(1, count + 1)]
+
+
+def ended(obj: dict, exit_code: int) -> dict:
+    """A validation pod as the kubelet leaves it (`kubectl get pod -o json` of a pod that ran once)."""
+    return {**obj, "status": {"phase": "Succeeded" if exit_code == 0 else "Failed", "containerStatuses": [
+        {"name": "validate", "ready": False, "restartCount": 0, "state": {"terminated": {
+            "exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+            "startedAt": "2026-11-30T10:30:00Z", "finishedAt": "2026-11-30T10:30:04Z"}}}]}}
+
+
+def on_node(obj: dict, suffix: str) -> bool:
+    return obj.get("kind") == "Pod" and obj["spec"].get("nodeName", "").endswith(suffix) \
+        and not (obj.get("status") or {}).get("phase")
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Yield to the loop (the emulator and the code under test share it) until ``condition`` holds;
+    the timeout only bounds a failure."""
+    async with asyncio.timeout(20):
+        while not condition():
+            await asyncio.sleep(0)
+
+
+async def test_every_node_gets_its_own_answer_and_a_slow_one_hides_none(tmp_path: Path) -> None:
+    """Issue 38.1: the pods are created together (one round), and when the time is up each node says
+    what became of it — healthy, failed with the exit and the log's last line, or not validated
+    with the state its pod was still in (here the image pull backing off) — never one "did not
+    finish in time" for all. The pod asks for no GPU (the run holds them; shapes: a kubelet's
+    terminated and waiting container states, pod-failure-shapes.md)."""
+    async with KubeEmulator(a100_nodes(3), latency=0.05) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+
+        def kubelet(kind: str, obj: dict) -> None:
+            if kind != "ADDED":
+                return
+            if on_node(obj, "000001"):
+                emu.upsert(ended(obj, 0))
+            elif on_node(obj, "000002"):
+                emu.pod_logs[(VALIDATION_NS, obj["metadata"]["name"], "validate")] = (
+                    "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-6a1a7f50-9d86-5a36-8a4a-f1b1d2c3e4f5)\n"
+                    "Unable to determine the device handle for GPU 0000:0F:00.0: GPU is lost.  Reboot the "
+                    "system to recover this GPU\n")
+                emu.upsert(ended(obj, 15))
+            elif on_node(obj, "000003"):
+                emu.upsert({**obj, "status": {"phase": "Pending", "containerStatuses": [
+                    {"name": "validate", "ready": False, "restartCount": 0, "state": {"waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": 'Back-off pulling image "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"'}}}]}})
+
+        emu.on_change.append(kubelet)
+        report = await validate_nodes(load_descriptors(tmp_path), identity=OPERATOR, workspace="vision",
+                                      selector="kubernetes.azure.com/agentpool=a100", namespace=VALIDATION_NS,
+                                      timeout=0.5)
+    checks = {c.name: c for c in report.checks}
+    assert checks["aks-a100-vmss000001"].state == "ok"
+    assert checks["aks-a100-vmss000002"].state == "failed"
+    assert checks["aks-a100-vmss000002"].detail.startswith("failed (exit 15): Unable to determine the device "
+                                                           "handle for GPU 0000:0F:00.0: GPU is lost.")
+    assert checks["aks-a100-vmss000003"].state == "warning"
+    assert checks["aks-a100-vmss000003"].detail == (
+        'not validated: its pod was still waiting to start (ImagePullBackOff: Back-off pulling image '
+        '"nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04") after 0.5s')
+    assert not report.ok and report.summary == "1/3 nodes healthy (need 3); 1 not validated"
+    creates = [r for r in emu.requests if r.method == "POST" and r.path == PODS]
+    assert len(creates) == 3 and len({r.round for r in creates}) == 1
+    container = creates[0].body["spec"]["containers"][0]
+    assert "resources" not in container and container["securityContext"] == {"privileged": True}
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in container["env"]
+    assert len([r for r in emu.requests if r.method == "DELETE"]) == 3
+
+
+async def test_a_pod_the_kubelet_refused_is_not_validated_and_says_why(tmp_path: Path) -> None:
+    """The kubelet's admission can refuse a pod pinned to its node (kubelet.go `rejectPod`: phase
+    Failed, reason `OutOf<resource>`, "Pod was rejected: …"): nothing ran, so the node is neither
+    healthy nor failed, and the next action says to fix that, not to repair the node."""
+    async with KubeEmulator(a100_nodes(1)) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+
+        def kubelet(kind: str, obj: dict) -> None:
+            if kind == "ADDED" and on_node(obj, "000001"):
+                emu.upsert({**obj, "status": {"phase": "Failed", "reason": "OutOfpods", "qosClass": "BestEffort",
+                                              "message": "Pod was rejected: Node didn't have enough resource: "
+                                                         "pods, requested: 1, used: 110, capacity: 110"}})
+
+        emu.on_change.append(kubelet)
+        report = await validate_nodes(load_descriptors(tmp_path), identity=OPERATOR, workspace="vision",
+                                      selector="kubernetes.azure.com/agentpool=a100", namespace=VALIDATION_NS)
+    [check] = report.checks
+    assert check.state == "warning" and check.detail == (
+        "not validated: the kubelet did not run its pod (OutOfpods: Pod was rejected: Node didn't have enough "
+        "resource: pods, requested: 1, used: 110, capacity: 110)")
+    assert report.summary == "0/1 nodes healthy (need 1); 1 not validated"
+    assert report.next_action.startswith("No node failed a check, but some could not be validated")
+
+
+async def test_a_watch_the_server_ends_is_resumed_and_a_compacted_one_lists_again(tmp_path: Path) -> None:
+    """A WATCH can end before the time is up (an API server restart, a proxy's idle limit, etcd
+    compaction): the wait resumes it, LISTs again on `410 Gone`, and still sees the last pod end."""
+    async with KubeEmulator(a100_nodes(2)) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        emu.on_change.append(lambda kind, obj: emu.upsert(ended(obj, 0))
+                             if kind == "ADDED" and on_node(obj, "000001") else None)
+        task = asyncio.create_task(validate_nodes(
+            load_descriptors(tmp_path), identity=OPERATOR, workspace="vision", namespace=VALIDATION_NS,
+            selector="kubernetes.azure.com/agentpool=a100", timeout=60))
+
+        def watches() -> list:
+            return [r for r in emu.requests if r.path == PODS and r.query.get("watch") == "true"]
+
+        await until(lambda: len(watches()) == 1)
+        emu.upsert({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other", "namespace": "x"}})
+        emu.compact()  # the open stream ends; resuming from its (now older) resourceVersion is 410 Gone
+        await until(lambda: len(watches()) == 3)  # the resumed one (410), then one from the new LIST
+        [late] = [o for o in emu.objects() if o["kind"] == "Pod" and o["spec"]["nodeName"].endswith("000002")]
+        emu.upsert(ended(late, 0))
+        report = await asyncio.wait_for(task, 30)
+    assert report.ok and [c.state for c in report.checks] == ["ok", "ok"]
+    lists = [r for r in emu.requests if r.path == PODS and r.method == "GET" and r.query.get("watch") != "true"]
+    assert len(lists) == 2
+
+
+async def test_pods_that_cannot_be_read_are_not_validated_never_timed_out(tmp_path: Path) -> None:
+    """Truthful: when the LIST of the validation pods fails, each node says its pod could not be
+    read (with the API server's status), not that it did not finish."""
+    async with KubeEmulator(a100_nodes(1)) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        emu.on_change.append(lambda kind, obj: emu.fail("pods", 503, times=1)
+                             if kind == "ADDED" and on_node(obj, "000001") else None)
+        report = await validate_nodes(load_descriptors(tmp_path), identity=OPERATOR, workspace="vision",
+                                      selector="kubernetes.azure.com/agentpool=a100", namespace=VALIDATION_NS)
+    [check] = report.checks
+    assert check.state == "warning" and check.detail.startswith("not validated: its pod could not be read (list "
+                                                                "pods: unavailable")
+    assert "503" in check.detail and "did not finish" not in check.detail

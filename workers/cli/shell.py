@@ -37,14 +37,15 @@ def demo_session(write: Callable[[str], None] = _write, *, blocks: bool = False)
     from workers.config.settings import load_settings
     from workers.plumbing.clock import ManualClock
 
-    with demo_cluster() as cluster:
+    clock = ManualClock(START)
+    with demo_cluster(clock.now) as cluster:
         settings = load_settings(workspaces_dir=cluster.workspaces_dir, identity_file=cluster.identity_file,
                                  button_signing_key=secrets.token_hex(16))
         write(BANNER.format(user=USER, identity=IDENTITY["user"], redis="fakeredis in process (the demo's)")
               + "\n")
         write("Demo cluster (in process):\n" + "\n".join(run_table()) + "\n")
         shell = Shell(settings, user=USER, channel=CHANNEL, write=write, conn=in_process_redis(),
-                      clock=ManualClock(START), blocks_json=blocks, on_time=cluster.advance)
+                      clock=clock, blocks_json=blocks, on_time=cluster.advance, demo=cluster)
         with contextlib.closing(shell):
             yield shell
 

@@ -16,8 +16,11 @@ Both run under the caller's impersonated identity and nothing else:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
+
+import aiohttp
 
 from workers.config.workspaces import Registry, ResolutionFailure, WorkspaceConnection
 from workers.contracts.identity import Identity
@@ -26,6 +29,7 @@ from workers.diagnosis.nodes import GPU, node_faults
 from workers.diagnosis.podfacts import condition
 from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, resource_path
+from workers.outside.text import outside
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 VALIDATION_LABEL = "taugrid.io/node-validation"
@@ -152,16 +156,26 @@ def _unreadable(ws: WorkspaceConnection, what: str, error: ReadError) -> LayerRe
                        "access to TauClusters, ResourceFlavors, Topologies and Nodes.")
 
 
-def validation_pod(node: str, run_id: str, image: str, command: str, gpus: str | None) -> dict[str, Any]:
-    """One validation pod pinned to ``node`` (node-health.md §1.7's suggested shape)."""
-    limits = {GPU: gpus} if gpus else {}
+def validation_pod(node: str, run_id: str, image: str, command: str) -> dict[str, Any]:
+    """One validation pod pinned to ``node`` (node-health.md §1.7's shape, but asking for no GPU).
+
+    Why no `nvidia.com/gpu` request: the nodes worth validating are the ones a run's pods are
+    bound to, and those pods hold the GPUs. A pod pinned with `nodeName` skips the scheduler, but
+    the kubelet still admits it against what is free and rejects one asking for held GPUs
+    (`OutOfnvidia.com/gpu`, "Pod was rejected: Node didn't have enough resource"), so the check
+    could never run where it is needed. Privileged with `NVIDIA_VISIBLE_DEVICES=all`, the NVIDIA
+    container runtime hands the container every GPU of the node without the device plugin (as
+    dcgm-exporter runs; the runtime honours the variable for privileged containers only), and the
+    checks it runs — `nvidia-smi -L`, the ECC and row-remapper query, `dcgmi diag -r 1` (the quick,
+    deployment-level diagnostic) — read the GPUs without taking them from the run."""
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": "taugrid-node-validate-", "labels": {VALIDATION_LABEL: run_id}},
         "spec": {
             "nodeName": node, "restartPolicy": "Never", "tolerations": [{"operator": "Exists"}],
             "containers": [{"name": "validate", "image": image, "command": ["sh", "-c", command],
-                            "resources": {"limits": limits}, "securityContext": {"privileged": True}}],
+                            "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+                            "securityContext": {"privileged": True}}],
         },
     }
 
@@ -171,6 +185,9 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
                          timeout: float = 120.0,
                          image: str = DEFAULT_IMAGE, command: str = DEFAULT_COMMAND,
                          request_timeout: float = 10.0, kube: KubeClients | None = None) -> LayerReport:
+    """One validation pod per selected node, all at once, waited for together until ``timeout``:
+    each node is healthy, failed (the check that failed, from its exit and log), or not validated
+    (why: rejected, still pending or running) — a slow node never hides the others' answers."""
     ws = _resolve(registry, workspace)
     if isinstance(ws, str):
         return _no_workspace(workspace, ws)
@@ -193,79 +210,137 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
                                owner="node-pool-owner", transient=False, next_action=OWNER_FIX)
         run_id = uuid.uuid4().hex[:10]
         pods_path = resource_path("", "v1", "pods", namespace)
-        created: dict[str, str] = {}
-        checks: list[Check] = []
-        for node in nodes:
-            name = node["metadata"]["name"]
-            gpus = ((node.get("status") or {}).get("allocatable") or {}).get(GPU)
-            got = await reader.write("POST", pods_path, validation_pod(name, run_id, image, command, gpus))
+        names = [node["metadata"]["name"] for node in nodes]
+        posted = await asyncio.gather(*(
+            reader.write("POST", pods_path, validation_pod(name, run_id, image, command)) for name in names))
+        verdicts: dict[str, Check] = {}
+        created: dict[str, str] = {}  # pod → node
+        for name, got in zip(names, posted, strict=True):
             if isinstance(got, ReadError):
-                checks.append(Check(name=name, state="failed", detail=f"validation pod: {got.describe()}"))
+                verdicts[name] = Check(name=name, state="warning",
+                                       detail=f"not validated: its pod was not created: {got.describe()}")
             else:
                 created[got["metadata"]["name"]] = name
         try:
-            finished = await _wait(reader, namespace, run_id, set(created), timeout)
-            for pod_name, node_name in created.items():
-                checks.append(await _verdict(reader, namespace, pod_name, node_name, finished.get(pod_name)))
+            seen, unread = await _wait(reader, namespace, run_id, set(created), timeout)
+            found = await asyncio.gather(*(
+                _verdict(reader, namespace, pod, node, seen.get(pod), timeout, unread)
+                for pod, node in created.items()))
+            verdicts.update({check.name: check for check in found})
         finally:
             await asyncio.gather(*(reader.write("DELETE", resource_path("", "v1", "pods", namespace, p))
                                    for p in created))
+    checks = [verdicts[name] for name in names]
     healthy = sum(c.state == "ok" for c in checks)
+    unknown = sum(c.state == "warning" for c in checks)
     need = min_healthy if min_healthy is not None else len(nodes)
     ok = healthy >= need
     summary = f"{healthy}/{len(nodes)} nodes healthy (need {need})"
+    if unknown:
+        summary += f"; {unknown} not validated"
     for node in nodes:
         faults, _, _ = node_faults(node)
         if faults:
             summary += f"; {node['metadata']['name']}: {faults[0]}"
             break
+    failed = any(c.state == "failed" for c in checks)
     return LayerReport(layer=6, workspace=ws.name, ok=ok, summary=summary, checks=checks,
                        owner=None if ok else "node-pool-owner", transient=None if ok else False,
-                       next_action="" if ok else OWNER_FIX)
+                       next_action="" if ok else OWNER_FIX if failed else NOT_VALIDATED)
+
+
+NOT_VALIDATED = ("No node failed a check, but some could not be validated (each line says why): fix that "
+                 "and validate them again.")
+TERMINAL = ("Succeeded", "Failed")
+QUIET_STREAMS, RESUME_PAUSE_SECONDS = 3, 1.0  # after that many WATCHes ended with no event, pause between
 
 
 async def _wait(reader: KubeReader, namespace: str, run_id: str, pods: set[str], timeout: float
-                ) -> dict[str, dict]:
-    """Terminal pods by name, by LIST then WATCH from its resourceVersion, until all finished or timeout."""
-    done: dict[str, dict] = {}
+                ) -> tuple[dict[str, dict], ReadError | None]:
+    """The last state seen of each pod, by LIST then WATCH from its resourceVersion, until every
+    pod has ended or ``timeout`` passed; and the LIST's error if the pods could not be read. A
+    stream the server (or a proxy) ends early is resumed from the last resourceVersion seen; an
+    `ERROR` event (410 Gone) or a broken stream LISTs again."""
+    seen: dict[str, dict] = {}
     path = resource_path("", "v1", "pods", namespace)
     selector = f"{VALIDATION_LABEL}={run_id}"
-    got = await reader.list_versioned(path, label_selector=selector)
-    if isinstance(got, ReadError):
-        return done
-    listed, version = got
-    for pod in listed:
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            done[pod["metadata"]["name"]] = pod
-    if set(done) >= pods:
-        return done
-    try:
+
+    def ended() -> bool:
+        return all((seen.get(p, {}).get("status") or {}).get("phase") in TERMINAL for p in pods)
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    version, quiet = "", 0
+    with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout):
-            async for event in reader.watch(path, label_selector=selector, resource_version=version,
-                                            timeout=timeout):
-                obj = event.get("object") or {}
-                name = (obj.get("metadata") or {}).get("name")
-                if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                    done[name] = obj
-                if set(done) >= pods:
-                    break
-    except TimeoutError:
-        pass
-    return done
+            while not ended():
+                if not version:
+                    got = await reader.list_versioned(path, label_selector=selector)
+                    if isinstance(got, ReadError):
+                        return seen, got
+                    listed, version = got
+                    seen.update({pod["metadata"]["name"]: pod for pod in listed})
+                    continue
+                remaining = max(1, int(deadline - loop.time()))  # timeoutSeconds=0 would mean the default
+                events = 0
+                stream = reader.watch(path, label_selector=selector, resource_version=version,
+                                      timeout=remaining)
+                try:
+                    async with contextlib.aclosing(stream):  # a `break` releases the stream at once
+                        async for event in stream:
+                            events += 1
+                            obj = event.get("object") or {}
+                            if event.get("type") == "ERROR":
+                                version = ""  # 410 Gone or a refused watch: LIST again
+                                break
+                            version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                            if event.get("type") in ("ADDED", "MODIFIED"):
+                                seen[obj["metadata"]["name"]] = obj
+                            if ended():
+                                break
+                except (aiohttp.ClientError, ValueError):
+                    version = ""  # a broken stream: LIST again
+                quiet = quiet + 1 if not events else 0
+                if quiet >= QUIET_STREAMS:  # a server that ends every stream at once is not hammered
+                    await asyncio.sleep(RESUME_PAUSE_SECONDS)
+    return seen, None
 
 
-async def _verdict(reader: KubeReader, namespace: str, pod: str, node: str, final: dict | None) -> Check:
-    if final is None:
-        return Check(name=node, state="failed", detail="validation did not finish in time")
-    if final.get("status", {}).get("phase") == "Succeeded":
-        return Check(name=node, state="ok", detail="healthy (nvidia-smi and dcgmi diag passed)")
-    term = ((((final.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {})
-            .get("terminated") or {})
-    log = await reader.text(resource_path("", "v1", "pods", namespace, pod, "log"), {"tailLines": 5})
-    lines = [] if isinstance(log, ReadError) else [ln for ln in log.splitlines() if ln.strip()]
-    last = lines[-1] if lines else ""
-    detail = f"failed (exit {term.get('exitCode', '?')})" + (f": {last.strip()[:200]}" if last else "")
-    return Check(name=node, state="failed", detail=detail)
+def _waited(seconds: float) -> str:
+    return f"{int(seconds // 60)}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
+
+
+async def _verdict(reader: KubeReader, namespace: str, pod: str, node: str, last: dict | None,
+                   timeout: float, unread: ReadError | None = None) -> Check:
+    """One node's line: healthy, failed (exit code and the log's last line), or not validated."""
+    if last is None and unread is not None:
+        return Check(name=node, state="warning", detail=f"not validated: its pod could not be read "
+                     f"(list pods: {unread.describe()})")
+    status = (last or {}).get("status") or {}
+    phase = status.get("phase")
+    state = (((status.get("containerStatuses") or [{}])[0]).get("state") or {})
+    if phase == "Succeeded":
+        return Check(name=node, state="ok", detail="healthy (its validation pod exited 0: nvidia-smi and "
+                     "dcgmi diag passed)")
+    if phase == "Failed" and "terminated" in state:
+        log = await reader.text(resource_path("", "v1", "pods", namespace, pod, "log"), {"tailLines": 5})
+        lines = [] if isinstance(log, ReadError) else [ln for ln in log.splitlines() if ln.strip()]
+        said = f": {outside(lines[-1].strip(), 200)}" if lines else ""
+        if isinstance(log, ReadError):
+            said = f" (its log: {log.describe()})"
+        return Check(name=node, state="failed",
+                     detail=f"failed (exit {state['terminated'].get('exitCode', '?')}){said}")
+    if phase == "Failed":  # the kubelet refused it (admission) or evicted it: nothing ran
+        why = outside(": ".join(x for x in (status.get("reason"), status.get("message")) if x), 300)
+        return Check(name=node, state="warning",
+                     detail=f"not validated: the kubelet did not run its pod ({why})")
+    waiting = state.get("waiting") or {}
+    where = (f"still waiting to start ({outside(waiting.get('reason'), 80)}"
+             + (f": {outside(waiting.get('message'), 200)})" if waiting.get("message") else ")")
+             if waiting else "still running" if "running" in state
+             else f"still {phase or 'Pending'}" if last is not None else "not seen")
+    return Check(name=node, state="warning",
+                 detail=f"not validated: its pod was {where} after {_waited(timeout)}")
 
 
 __all__ = ["matching_nodes", "validate_nodes", "validate_topology", "validation_pod"]
