@@ -35,15 +35,30 @@ def written(tmp: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_http_answers_install_behind_an_ingress_with_tls_and_class(tmp_path: Path) -> None:
     done = config_init(tmp_path, *ANSWERS, "--mode", "http", "--host", "tau.example.org",
-                       "--ingress-class", "nginx", "--tls-secret", "tau-tls")
+                       "--ingress-class", "traefik", "--tls-secret", "tau-tls", "--ingress-namespace", "traefik",
+                       "--redis", "redis://redis.platform.example:6379/0", "--redis-cidr", "10.20.0.5/32")
     assert done.returncode == 0, done.stderr
-    assert "helm install taubot" in done.stdout
+    # Every step to an answering bot, in an order that works: the workspace's namespace is checked
+    # before the install that binds the monitor in it; the Ingress's certificate is made.
+    steps = [line.split(". ", 1)[1] for line in done.stdout.splitlines() if line[:5].strip().rstrip(".").isdigit()]
+    assert [s.split()[0:2] for s in steps] == [["create", "the"], ["kubectl", "get"], ["kubectl", "create"],
+                                               ["kubectl", "-n"], ["kubectl", "-n"], ["helm", "lint"],
+                                               ["invite", "the"]]
+    assert "Signing Secret" in steps[0] and steps[1].startswith("kubectl get namespace team-vision")
+    assert "--from-literal=signing-secret=" in steps[3] and "--from-literal=button-signing-key=" in steps[3]
+    assert steps[4].startswith("kubectl -n taubot create secret tls tau-tls ")
+    assert "helm install taubot" in steps[5]
     values, manifest = written(tmp_path)
     docs = render(values)
+    policies = by_kind(docs, "NetworkPolicy")
+    controller = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "traefik"}}}]
+    assert {"ports": [{"port": "http", "protocol": "TCP"}], "from": controller} in policies["taubot-bot"]["spec"]["ingress"]
+    assert {"to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}], "ports": [{"port": 6379, "protocol": "TCP"}]} in \
+        policies["taubot-bot"]["spec"]["egress"]
     [ingress] = by_kind(docs, "Ingress").values()
-    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["spec"]["ingressClassName"] == "traefik"
     assert ingress["spec"]["tls"] == [{"hosts": ["tau.example.org"], "secretName": "tau-tls"}]
-    assert "StatefulSet" in {d["kind"] for d in docs}  # Redis bundled by default
+    assert "StatefulSet" not in {d["kind"] for d in docs}  # the platform's Redis
     role = by_kind(docs, "ClusterRole")["taubot-impersonator"]
     assert {r["resources"][0]: r["resourceNames"] for r in role["rules"]} == {
         "users": ["alice@example.com"], "groups": ["gpu-users", "team-vision"]}
@@ -58,6 +73,8 @@ def test_socket_mode_is_the_default_and_needs_no_host(tmp_path: Path) -> None:
     done = config_init(tmp_path, *ANSWERS, "--context", "aks-east")
     assert done.returncode == 0, done.stderr
     assert "--from-literal=app-token=xapp-" in done.stdout
+    assert "App-Level Tokens create one with connections:write" in done.stdout
+    assert "create secret tls" not in done.stdout  # no Ingress, no certificate
     values, manifest = written(tmp_path)
     assert manifest == yaml.safe_load(SOCKET_TEMPLATE.read_text())  # the Socket Mode app, as shipped
     assert manifest["settings"]["socket_mode_enabled"] is True

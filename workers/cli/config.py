@@ -45,6 +45,8 @@ _USER = re.compile(r"^(?P<slack>[UW][A-Z0-9]{2,})=(?P<user>[^:\s]+)(?::(?P<group
 _CHANNEL = re.compile(r"^[CG][A-Z0-9]{2,}$")
 _REDIS_URL = re.compile(r"^rediss?://\S+$")
 BUTTON_KEY = "button-signing-key"
+DEFAULT_INGRESS_NAMESPACE = "ingress-nginx"  # the chart's networkPolicy.botFrom default
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class _Literal(yaml.SafeDumper):
@@ -122,6 +124,10 @@ def _cidr_problem(answer: str) -> str | None:
     return None if "/" in answer else "an address range such as 10.20.0.5/32 (with its /prefix)"
 
 
+def _namespace_problem(answer: str) -> str | None:
+    return None if _NAMESPACE.match(answer) else "a namespace name (lower-case letters, digits and -)"
+
+
 def _user_problem(answer: str) -> str | None:
     return None if _USER.match(answer) else ("give SLACKID=kubernetes-user[:group,group], e.g. "
                                              "U012ABCDEF=alice@example.com:team-vision")
@@ -164,6 +170,12 @@ def build_values(args: argparse.Namespace, read: Callable[[str], str] = input) -
         if klass := ask("ingress_class", "IngressClass (empty: the cluster's default)", ""):
             ingress["className"] = klass
         values["ingress"] = ingress
+        # The NetworkPolicy admits the bot's port from the Ingress controller's namespace only.
+        controller = ask("ingress_namespace", "Namespace of the Ingress controller (the NetworkPolicy lets "
+                         "only it reach the bot)", DEFAULT_INGRESS_NAMESPACE, _namespace_problem)
+        if controller != DEFAULT_INGRESS_NAMESPACE:
+            values.setdefault("networkPolicy", {})["botFrom"] = [{"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": controller}}}]
     else:
         values["ingress"] = {"enabled": False}
     redis = ask("redis", "Redis: bundled, or the URL of the platform's", "bundled", _redis_problem)
@@ -175,7 +187,7 @@ def build_values(args: argparse.Namespace, read: Callable[[str], str] = input) -
         cidr = ask("redis_cidr", "Where that Redis is, for the NetworkPolicy: a CIDR such as 10.20.0.5/32",
                    None, _cidr_problem)
         values["redis"] = {"enabled": False, "url": redis}
-        values["networkPolicy"] = {"egress": {"redis": {"peers": [{"ipBlock": {"cidr": cidr}}]}}}
+        values.setdefault("networkPolicy", {})["egress"] = {"redis": {"peers": [{"ipBlock": {"cidr": cidr}}]}}
     workspace = ask("workspace", "Workspace name users type (the descriptor's metadata.name)", None)
     namespace = ask("namespace", "Its namespace", f"team-{workspace}")
     queue = ask("local_queue", "Its Kueue LocalQueue", f"{workspace}-default")
@@ -268,6 +280,36 @@ def _write(path: Path, text: str, force: bool) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def next_steps(values: dict[str, Any], chart: Path, values_path: Path, manifest_path: Path) -> list[str]:
+    """Every command from the written files to an answering bot, in order: each one a step the
+    install needs (the workspace's namespace holds the monitor's RoleBinding, so it must exist
+    before `helm install`; http mode's Ingress needs its certificate's Secret)."""
+    mode = values["bot"]["mode"]
+    namespace = next(iter(yaml.safe_load(d)["spec"]["namespace"] for d in values["workspaces"].values()))
+    app = (f"create the Slack app from {manifest_path.name} (api.slack.com/apps → Create New App → From an "
+           "app manifest) and install it to the workspace; copy the Bot User OAuth Token (xoxb-…)")
+    if mode == "socket":
+        app += ", and under Basic Information → App-Level Tokens create one with connections:write (xapp-…)"
+        secret = "--from-literal=bot-token=xoxb-… --from-literal=app-token=xapp-…"
+    else:
+        app += " and the Signing Secret"
+        secret = "--from-literal=bot-token=xoxb-… --from-literal=signing-secret=…"
+    secret += f" --from-literal={BUTTON_KEY}=$(openssl rand -hex 32)"
+    steps = [app,
+             f"kubectl get namespace {namespace}   (the workspace's namespace must exist: the monitor "
+             "reads it)",
+             "kubectl create namespace taubot",
+             f"kubectl -n taubot create secret generic taubot-slack {secret}"]
+    ingress = values.get("ingress", {})
+    if mode == "http" and (tls := ingress.get("tls", {}).get("secretName")):
+        steps.append(f"kubectl -n taubot create secret tls {tls} --cert=… --key=…   (the certificate of "
+                     f"{ingress['host']}; or let cert-manager make it: ingress.annotations)")
+    steps += [f"helm lint --strict {chart} -f {values_path} && "
+              f"helm install taubot {chart} -n taubot -f {values_path}",
+              "invite the app to its channel (/invite @taubot) and ask it /tau workspace connection there"]
+    return steps
+
+
 def cmd_config_init(args: argparse.Namespace) -> int:
     chart = Path(args.chart)
     missing = [p.name for p in MANIFEST_TEMPLATES.values() if not p.is_file()]
@@ -286,18 +328,9 @@ def cmd_config_init(args: argparse.Namespace) -> int:
     _write(values_path, header + yaml.dump(values, Dumper=_Literal, sort_keys=False), args.force)
     mode = values["bot"]["mode"]
     _write(manifest_path, slack_manifest(mode, values.get("ingress", {}).get("host")), args.force)
-    secret = ("--from-literal=bot-token=xoxb-… --from-literal=app-token=xapp-…" if mode == "socket"
-              else "--from-literal=bot-token=xoxb-… --from-literal=signing-secret=…")
-    secret += f" --from-literal={BUTTON_KEY}=$(openssl rand -hex 32)"
-    workspace_ns = next(iter(yaml.safe_load(d)["spec"]["namespace"] for d in values["workspaces"].values()))
-    print(f"wrote {values_path} and {manifest_path}\n"
-          f"next: 1. create the Slack app from {manifest_path.name} "
-          "(api.slack.com/apps → From an app manifest) and install it to the workspace\n"
-          "      2. kubectl create namespace taubot\n"
-          f"      3. kubectl -n taubot create secret generic taubot-slack {secret}\n"
-          f"      4. helm install taubot {chart} -n taubot -f {values_path}\n"
-          f"      5. invite the app to its channel (/invite @taubot) and check the workspace's namespace "
-          f"{workspace_ns} exists (kubectl get namespace {workspace_ns})")
+    print(f"wrote {values_path} and {manifest_path}\nnext:")
+    for number, step in enumerate(next_steps(values, chart, values_path, manifest_path), 1):
+        print(f"  {number}. {step}")
     return 0
 
 
@@ -312,6 +345,8 @@ def add_config_commands(sub: Any) -> None:
     init.add_argument("--host", help="http mode: the Ingress host Slack calls")
     init.add_argument("--ingress-class", help="http mode: the IngressClass")
     init.add_argument("--tls-secret", help="http mode: the Secret with the host's TLS certificate")
+    init.add_argument("--ingress-namespace", help="http mode: the Ingress controller's namespace, the one "
+                      f"the NetworkPolicy lets reach the bot (default {DEFAULT_INGRESS_NAMESPACE})")
     init.add_argument("--redis", help="'bundled' (default) or the platform's redis:// URL")
     init.add_argument("--redis-cidr", help="with --redis URL: where that Redis is (a CIDR), for the "
                       "NetworkPolicy")
