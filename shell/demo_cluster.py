@@ -179,6 +179,27 @@ def platform_objects() -> list[dict[str, Any]]:
     return list(_platform()["items"])
 
 
+PROFILE, FLAVOR = "a100-8x", "a100"  # the ClusterQueue's flavor (demo_platform.json)
+
+
+def topology_objects() -> list[dict[str, Any]]:
+    """What `cluster validate topology` reads, for the demo's GPU pool: a TauCluster (SPEC §8,
+    cluster-scoped) whose one ready profile lists the ClusterQueue's ResourceFlavor, and that
+    flavor (Kueue v1beta2 `resourceflavor_types.go`) selecting the pool by AKS's agentpool label
+    and tolerating its `sku=gpu:NoSchedule` taint, as Kueue then adds to admitted pods."""
+    created = "2026-10-31T10:00:00Z"  # with the workspace's other platform objects
+    return [
+        {"apiVersion": "taugrid.io/v1alpha1", "kind": "TauCluster",
+         "metadata": {"name": "aks-east", "creationTimestamp": created, "generation": 4},
+         "status": {"profileSetRevision": "r42",
+                    "profiles": [{"name": PROFILE, "ready": True, "resourceFlavors": [FLAVOR]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+         "metadata": {"name": FLAVOR, "creationTimestamp": created, "generation": 1},
+         "spec": {"nodeLabels": {"kubernetes.azure.com/agentpool": "a100"}, "tolerations": [
+             {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]}},
+    ]
+
+
 def serve_demo_io(emulator: KubeEmulator, mlflow: MlflowEmulator) -> None:
     """What the demo serves besides objects (the ``demo`` part of demo_platform.json)."""
     io = _platform().get("demo") or {}
@@ -249,7 +270,7 @@ class DemoCluster:
 def demo_cluster(now: Callable[[], datetime] = lambda: START) -> Iterator[DemoCluster]:
     """The demo cluster served on a loopback port for as long as the block runs; ``now`` is the
     demo's clock (its kubelet stamps the pods it runs with it)."""
-    objects = platform_objects()
+    objects = platform_objects() + topology_objects()
     for run in RUNS:
         objects += run_objects(run.example, run.example_run, run.name, run.nodes, run.also)
     with tempfile.TemporaryDirectory(prefix="taubot-demo-") as tmp, running_emulator(objects) as emu, \
@@ -271,5 +292,6 @@ def run_table() -> list[str]:
     return lines
 
 
-__all__ = ["CHANNEL", "FAULTY_NODE", "RUNS", "START", "USER", "WATCHED", "WATCHED_STAGES", "DemoCluster",
-           "DemoRun", "demo_cluster", "run_objects", "run_table", "watched_objects"]
+__all__ = ["CHANNEL", "FAULTY_NODE", "FLAVOR", "PROFILE", "RUNS", "START", "USER", "WATCHED",
+           "WATCHED_STAGES", "DemoCluster", "DemoRun", "demo_cluster", "run_objects", "run_table",
+           "topology_objects", "watched_objects"]

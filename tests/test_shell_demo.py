@@ -119,3 +119,17 @@ def test_the_demo_kubelet_refuses_a_pod_asking_for_gpus_the_run_holds(demo: Demo
     assert pod["status"] == {"phase": "Failed", "reason": "OutOfnvidia.com/gpu", "qosClass": "BestEffort",
                              "message": "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, "
                                         "requested: 8, used: 8, capacity: 8"}
+
+
+def test_topology_validation_finds_the_demo_profile_and_its_nodes(demo: Demo) -> None:
+    """Issue 38.2: the demo had no TauCluster, so `/tau cluster validate topology` answered "no
+    ready TauCluster profile". Its ready profile's flavor now matches the GPU pool (10 A100 nodes,
+    tainted sku=gpu, which the flavor tolerates), read as the caller, read-only."""
+    emulator = demo.shell.demo.emulator
+    emulator.clear_requests()
+    answer = demo.answer("/tau cluster validate topology")
+    assert "Cluster validation · vision · layer 6 ✅ passed" in answer
+    assert "✅ profile a100-8x flavor a100 — 10 matching Ready node(s)" in answer
+    assert "no ready TauCluster profile" not in answer
+    assert {r.method for r in emulator.requests} <= {"GET"}
+    assert all(r.header_values("Impersonate-User") == ["alice@example.com"] for r in emulator.requests)
