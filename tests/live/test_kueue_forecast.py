@@ -43,8 +43,8 @@ def preempted_cluster() -> list[dict]:
     for c in wl["status"]["conditions"]:
         if c["type"] in ("Evicted", "Preempted", "Requeued"):
             c["message"] = text
-        if c["type"] == "QuotaReserved":
-            c["reason"] = "WaitingForQuota"
+        if c["type"] == "QuotaReserved":  # requeued, waiting for the flavour of its ClusterQueue
+            c["reason"], c["message"] = "WaitingForQuota", c["message"].replace("flavor a100", "flavor h100")
     event = k8s.event_v1_events(wl, "Preempted", text + "; preemptor effective priority: 1000 (base: 1000, "
                                 "boost: 0); preemptee effective priority: 100 (base: 100, boost: 0)",
                                 type="Normal", first=600, reporting_controller="kueue-admission")
@@ -78,8 +78,9 @@ async def preemptor_answer(tmp_path: Path, setup=None):
         status_requests = list(emu.requests)
         before = len(emu.requests)
         async with api:
-            workloads, events = await read_preemption(KubeReader(api, 10), report.linked_objects)
-        again = with_preemptor(report.diagnosis, report.linked_objects, workloads, events)
+            objs = report.linked_objects
+            read = await read_preemption(KubeReader(api, 10), objs.namespace, objs.workloads)
+        again = with_preemptor(report.diagnosis, objs, read)
         assert again.phase(PHASE).preemption == report.diagnosis.phase(PHASE).preemption
         return report, report.diagnosis, emu.requests[before:], status_requests, emu
 
@@ -219,3 +220,67 @@ async def test_the_estimate_moves_when_a_holder_finishes(tmp_path: Path) -> None
     assert a.latest == "2026-11-30T10:50:02Z"
     assert b.earliest == b.latest == "2026-11-30T10:35:00Z"
     assert b.basis == ["8 nvidia.com/gpu of flavour h100 free now"]
+
+
+# ----------------------------------------------------------------------- rounds in every case
+
+
+def preempted_behind_one_elsewhere() -> list[dict]:
+    """The preempted `train` (priority 100) behind eval-next of namespace research (priority 500), both
+    waiting in h100-shared: the preemptor's reads and the GET of the one ahead can share round 3."""
+    j = k8s.job("eval-next", ns="research", queue="research", suspend=True, gpus=8)
+    return [*preempted_cluster(),
+            j, k8s.workload(j, state="waiting_for_quota", cluster_queue=CQ, flavor="h100", priority=500)]
+
+
+def behind_one_elsewhere() -> list[dict]:
+    """`train` (8 GPUs) behind nlp-pretrain of namespace team-nlp in h100-shared (Kueue's order: the
+    older first at equal priority)."""
+    j = k8s.job("nlp-pretrain", ns="team-nlp", queue="nlp", suspend=True, gpus=8, at=10)
+    return [*waiting_cluster(), j, k8s.workload(j, state="waiting_for_quota", cluster_queue=CQ, flavor="h100",
+                                                at=10)]
+
+
+ROUNDS_CASES = [  # (case, objects, rounds, requests): the same with or without the ClusterQueue's name known
+    ("nobody ahead", waiting_cluster, 2, 11),
+    ("one ahead in another namespace", behind_one_elsewhere, 3, 12),
+    ("preempted", preempted_cluster, 3, 13),
+    ("preempted, one ahead in another namespace", preempted_behind_one_elsewhere, 3, 14),
+]
+
+
+async def test_a_waiting_runs_whole_answer_takes_at_most_three_rounds_in_every_case(tmp_path: Path) -> None:
+    """Issue 35's figure at 50 ms a request, in a process that knows no ClusterQueue for the LocalQueue
+    (none in memory, no Redis) and then in the same process, which has learnt it: the LocalQueue is read
+    with the run (round 1) when nothing is known, so the ClusterQueue's reads join round 2, and the
+    preemptor's reads start the moment round 2 listed the run's Workloads — beside the GETs of the
+    Workloads ahead elsewhere (round 3), not after them."""
+    from workers.collect.kueue import CLUSTER_QUEUE_NAMES
+
+    for case, objects, rounds, count in ROUNDS_CASES:
+        async with KubeEmulator(objects(), latency=0.05) as emu:
+            write_descriptor(tmp_path, emu.base_url)
+            CLUSTER_QUEUE_NAMES._names.clear()  # what a fresh process holds
+            for known in (False, True):
+                emu.clear_requests()
+                report = await diagnose_live(load_descriptors(tmp_path), run="train", identity=ALICE, now=NOW,
+                                             workspace="vision")
+                requests = list(emu.requests)
+                figure = (emu.rounds(), len(requests), report.requests)
+                assert figure == (rounds, count, count), (case, known, [(r.round, r.path) for r in requests])
+                _impersonated(requests)
+                lq = [r.round for r in requests if r.path.endswith("/localqueues/team-a")]
+                assert lq == ([2] if known else [1]), (case, known, lq)
+                qp = report.diagnosis.queue_position
+                assert qp is not None and qp.cluster_queue == CQ and qp.start_estimate is not None, case
+                pre = report.diagnosis.phase(PHASE).preemption
+                if "preempted" in case:
+                    assert pre is not None and pre.preemptor is not None, case
+                    by_uid = [r for r in requests if r.query.get("labelSelector", "").startswith("kueue.x-k8s.io/job-uid=")
+                              and "/namespaces/" not in r.path]
+                    assert [r.round for r in by_uid] == [3], case
+                if "one ahead" in case:
+                    assert qp.position_in_cluster_queue == 2 and qp.unreadable_ahead == 0, case
+                    [ahead] = [r for r in requests if r.method == "GET" and "/workloads/" in r.path
+                               and "/team-vision/" not in r.path]
+                    assert ahead.round == 3, case

@@ -89,7 +89,9 @@ async def test_running_rayjob_reads_the_driver_log_within_the_budget(tmp_path: P
         [review] = [r for r in emu.requests if r.path.endswith("/selfsubjectaccessreviews")
                     and (r.body["spec"]["resourceAttributes"].get("subresource") == "log")]
         assert review.header_values("Impersonate-User") == ["alice@example.com"]
-        assert len(emu.requests) <= 12  # issue 25: the job's details, then a bounded tail of its log
+        # issue 25: the job's details, then a bounded tail of its log; +1 the LocalQueue a process that
+        # knows no ClusterQueue for it reads in round 1 (issue 35)
+        assert len(emu.requests) <= 13
 
 
 async def test_durable_evidence_from_mlflow_after_the_users_access_review(tmp_path: Path) -> None:

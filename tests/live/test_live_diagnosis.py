@@ -77,7 +77,7 @@ async def test_request_count_does_not_grow_with_pods(tmp_path: Path, kind: str) 
         assert any(r.gzipped for r in pod_lists) is (n >= 100), n
         counts[n] = len(requests)
     assert counts[1] == counts[100] == counts[1000], counts
-    assert counts[1] <= 10, counts
+    assert counts[1] <= 11, counts  # 10, +1 the LocalQueue read in round 1 with no ClusterQueue hint (issue 35)
 
 
 async def test_crash_loop_is_proven_by_status_without_events(tmp_path: Path) -> None:

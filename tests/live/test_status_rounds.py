@@ -73,7 +73,9 @@ async def test_a_running_rayjob_with_nodes_and_its_driver_log_takes_three_rounds
         head_ip = next(p["status"]["podIP"] for p in running_rayjob()
                        if p.get("kind") == "Pod" and "head" in p["metadata"]["name"])
         assert log.query["node_ip"] == head_ip and log.query["submission_id"] == k8s.rayjob(RUN)["status"]["jobId"]
-        assert len(requests) == 10, rounds_of(requests)
+        # 10, and the LocalQueue read with the run by a process that knows no ClusterQueue for it
+        # (issue 35: a waiting run's ClusterQueue reads then join round 2; it teaches the hint)
+        assert len(requests) == 11, rounds_of(requests)
 
 
 async def test_a_user_denied_pod_logs_gets_no_dashboard_read_in_a_status(tmp_path: Path) -> None:
@@ -94,14 +96,17 @@ async def test_waiting_for_quota_reads_its_own_objects_in_two_rounds_and_no_node
         d = (await status(emu, tmp_path, "llama-ft-7b")).diagnosis
         assert d.first_incomplete == "Kueue admission"
         requests = list(emu.requests)
-        # The run's own reads take two rounds; its queue position (issue 29) reads the ClusterQueue's
-        # list and quota once the LocalQueue named it (round 3) and, when any are ahead, the
-        # Workloads ahead in other namespaces (round 4).
+        # The run's own reads take two rounds; its queue position (issue 29) too: with no
+        # ClusterQueue known to this process, the LocalQueue is read with the run (round 1, issue 35),
+        # so the ClusterQueue's list and quota go with the LocalQueue's list (round 2); only Workloads
+        # ahead in other namespaces would take a third.
         queue_paths = ("visibility.kueue", "/localqueues/", "/clusterqueues/")
         own = [r for r in requests if not any(q in r.path for q in queue_paths)
                and not (r.path.endswith("/workloads") and "labelSelector" not in r.query)]
         assert max(r.round for r in own) <= 2, rounds_of(requests)
-        assert emu.rounds() <= 4, rounds_of(requests)
+        [local_queue] = [r for r in requests if r.path.endswith("/localqueues/team-a")]
+        assert local_queue.round == 1, rounds_of(requests)
+        assert emu.rounds() == 2, rounds_of(requests)
         assert not [r for r in requests if r.path.endswith(("/log", "/selfsubjectaccessreviews"))
                     or "/nodes" in r.path or "/proxy/" in r.path]
 
@@ -168,10 +173,13 @@ async def test_a_fresh_worker_finds_the_cluster_queue_hint_another_process_left_
                                         now=NOW, workspace="vision", seen=shared)).diagnosis
 
         first = await status_in_a_process()
-        assert emu.rounds() >= 3  # nobody knew the ClusterQueue yet: it is learnt from the LocalQueue
+        # Nobody knew the ClusterQueue yet: the LocalQueue is read with the run (round 1) to learn it.
+        assert [r.round for r in emu.requests if r.path.endswith("/localqueues/team-a")] == [1]
         emu.clear_requests()
         again = await status_in_a_process()
         requests = list(emu.requests)
+        # Now Redis knows it: no read in round 1, the LocalQueue is read (and must agree) in round 2.
+        assert [r.round for r in requests if r.path.endswith("/localqueues/team-a")] == [2]
         assert again.queue_position == first.queue_position and again.queue_position is not None
         assert {r.round for r in requests if "/clusterqueues/" in r.path} == {2}, rounds_of(requests)
         assert emu.rounds() <= 2, rounds_of(requests)

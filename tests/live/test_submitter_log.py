@@ -109,8 +109,9 @@ async def test_a_rayjob_whose_submitter_log_stopped_30_minutes_ago_is_a_stall_on
         # Quiet for longer than the threshold: the driver log was checked, and it ends where the mirror does.
         assert any(p.endswith("/api/v0/logs/file") for p in _proxied(emu))
         # layers 6–8: nodes, the submitter log, the driver log's check; a stall adds the driver's
-        # stack (SPEC §5c: the proxy's access review, the job's details, py-spy's traceback)
-        assert len(emu.requests) <= 15
+        # stack (SPEC §5c: the proxy's access review, the job's details, py-spy's traceback); +1 the
+        # LocalQueue a process that knows no ClusterQueue for it reads in round 1 (issue 35)
+        assert len(emu.requests) <= 16
 
 
 async def test_a_progressing_submitter_log_is_progress_at_its_own_time_without_the_dashboard(
@@ -126,8 +127,9 @@ async def test_a_progressing_submitter_log_is_progress_at_its_own_time_without_t
         assert "log (submitter pod " in " ".join(check.evidence)
         assert _proxied(emu) == []  # one timed read: no dashboard
         # The status, one node LIST, one log read, and the `get pods/log` review a status sends with
-        # its pods' round (in case the dashboard is needed: it costs no round of its own).
-        assert len(emu.requests) == 10
+        # its pods' round (in case the dashboard is needed: it costs no round of its own); and the
+        # LocalQueue a process that knows no ClusterQueue for it reads in round 1 (issue 35).
+        assert len(emu.requests) == 11
 
 
 async def test_a_submitter_that_stopped_following_is_not_taken_for_a_hung_driver(tmp_path: Path) -> None:
@@ -156,7 +158,8 @@ async def test_without_get_pods_log_neither_the_submitter_nor_the_dashboard_is_r
         assert _proxied(emu) == []
 
 
-@pytest.mark.parametrize(("quiet_minutes", "expected"), [(1, 11), (30, 15)], ids=["progressing", "quiet mirror"])
+# +1 in each: the LocalQueue a process that knows no ClusterQueue for it reads in round 1 (issue 35)
+@pytest.mark.parametrize(("quiet_minutes", "expected"), [(1, 12), (30, 16)], ids=["progressing", "quiet mirror"])
 async def test_requests_per_status_with_layers_6_to_8_stay_within_12(tmp_path: Path, quiet_minutes: int,
                                                                      expected: int) -> None:
     """Issue 25's figure: a live RayJob status with node health (6), the submitter log and the MLflow

@@ -34,11 +34,13 @@ from workers.collect.kueue import (
     CLUSTER_QUEUE_NAMES,
     QueueMemo,
     QueueRead,
+    named_cluster_queue,
     position_from,
+    read_local_queue,
     read_queue,
     workload_version,
 )
-from workers.collect.kueue_forecast import read_preemption, with_preemption, with_preemptor
+from workers.collect.kueue_forecast import PreemptorRead, read_preemption, with_preemption, with_preemptor
 from workers.collect.logs.seen import SeenStore, remember
 from workers.collect.logs.sources import LogAccess, log_evidence, with_driver_stack
 from workers.collect.plan import ReadPlan
@@ -193,7 +195,7 @@ REUSED = "reused"  # `Collected.queue` when the caller's earlier queue read stil
 
 async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, tauworkspace: str, *,
                   alongside: Callable[[RunObjects], Awaitable[Any]] | None = None,
-                  queue: Callable[[dict], Awaitable[Any]] | None = None,
+                  queue: Callable[[dict, Awaitable[list[dict] | ReadError]], Awaitable[Any]] | None = None,
                   on_run: Callable[[RunObjects], None] | None = None,
                   queue_unless: str | None = None) -> Collected:
     """Gather the run's objects in three concurrent rounds; errors become gaps, never silence.
@@ -202,7 +204,9 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     events): the node reads and the log read depend on the pods, not on the events, so a status
     costs three round trips, not five. ``queue`` (the queue-position reads) starts with round 2 when
     Kueue keeps the run suspended and goes on, for the ClusterQueue's reads, while round 2's other
-    answers are evaluated (workers/collect/kueue.py). ``on_run`` sees the run alone as soon as
+    answers are evaluated (workers/collect/kueue.py); it is handed round 2's read of the run's
+    Workloads too, to start what depends on them alone (a preempted run's preemptor) the moment
+    they are in. ``on_run`` sees the run alone as soon as
     round 1 found it, to start what round 2 may carry for round 3 (the log's access review). With
     ``queue_unless`` (the version of the run's Workloads an earlier read was made at,
     `workload_version`) the queue is read only after round 2, and only when the Workloads changed;
@@ -255,8 +259,8 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
     # namespace's ResourceClaims when the run's pod templates use DRA.
     uid = (run_obj.get("metadata") or {}).get("uid") or ""
     pods_path = resource_path("", "v1", "pods", namespace)
-    calls = {"workloads": reader.list(resource_path("kueue.x-k8s.io", "v1beta2", "workloads", namespace),
-                                      label_selector=f"kueue.x-k8s.io/job-uid={uid}", limit=PAGE_SIZE)}
+    run_workloads = asyncio.ensure_future(_run_workloads(reader, namespace, uid))
+    calls: dict[str, Awaitable[Any]] = {"workloads": run_workloads}
     if is_rayjob:
         rc_name = (run_obj.get("status") or {}).get("rayClusterName")
         if rc_name:
@@ -274,16 +278,13 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
         calls["resourceclaims"] = reader.list(claims_path, limit=PAGE_SIZE)
     queued_run = queue is not None and awaits_admission(run_obj)
     if queued_run and queue is not None and queue_unless is None:
-        calls["queue"] = queue(run_obj)
+        calls["queue"] = queue(run_obj, run_workloads)
     results = dict(zip(calls, await asyncio.gather(*calls.values()), strict=True))
     queued = results.pop("queue", None)
     wl = results.pop("workloads")
-    if isinstance(wl, ReadError) and wl.kind == "not_found":  # a cluster that serves only v1beta1
-        wl = await reader.list(resource_path("kueue.x-k8s.io", "v1beta1", "workloads", namespace),
-                               label_selector=f"kueue.x-k8s.io/job-uid={uid}", limit=PAGE_SIZE)
     version = workload_version(wl) if isinstance(wl, list) else ""
     if queued_run and queue is not None and queue_unless is not None:
-        queued = REUSED if version and version == queue_unless else await queue(run_obj)
+        queued = REUSED if version and version == queue_unless else await queue(run_obj, run_workloads)
     keep("workloads", wl)
     for key, got in results.items():
         keep(key.split(":")[0], got)
@@ -312,6 +313,18 @@ async def collect(reader: KubeReader, namespace: str, run: str, now: datetime, t
         objs = objs.with_events(objects[before[0]:])
     return Collected(objects, gaps, tw, prelim if unchanged else None,
                      await extra if extra is not None else None, objs, queue=queued, workload_version=version)
+
+
+async def _run_workloads(reader: KubeReader, namespace: str, uid: str) -> list[dict] | ReadError:
+    """The run's Kueue Workloads, by the job-uid label Kueue sets on them; at v1beta1 on a cluster
+    that serves only that (a 404 for v1beta2)."""
+    selector = f"kueue.x-k8s.io/job-uid={uid}"
+    got = await reader.list(resource_path("kueue.x-k8s.io", "v1beta2", "workloads", namespace),
+                            label_selector=selector, limit=PAGE_SIZE)
+    if isinstance(got, ReadError) and got.kind == "not_found":
+        got = await reader.list(resource_path("kueue.x-k8s.io", "v1beta1", "workloads", namespace),
+                                label_selector=selector, limit=PAGE_SIZE)
+    return got
 
 
 MAX_NODE_READS = 64  # distinct nodes of the run read; past this, the rest read "not read"
@@ -488,15 +501,38 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
                                         ) if layer7 else _value(none)
         return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
-    async def queue(run_obj: dict) -> QueueRead:
+    cluster = ws.cluster_target().model_dump_json()
+    memo_hint = queue_memo.cluster_queue if queue_memo else None
+    own_hint = memo_hint or CLUSTER_QUEUE_NAMES.get(cluster, ns, ws.spec.localQueue, shared=seen)
+    # Issue 35: with no ClusterQueue hint (a fresh process, none in Redis), the user's read of the
+    # descriptor's LocalQueue goes with round 1, so a waiting run's ClusterQueue reads join round 2
+    # and the Workloads ahead in other namespaces round 3. Only a status without a hint pays it —
+    # one GET, no round — and it teaches the hint, so the next status does not. A watch's tick
+    # (``queue_memo``) never does: it reuses its status's read.
+    first_queue = None if own_hint or queue_memo is not None else asyncio.ensure_future(
+        read_local_queue(reader, ns, ws.spec.localQueue))
+
+    async def queue(run_obj: dict, run_workloads: Awaitable[list[dict] | ReadError]) -> QueueRead:
         local_queue = labels(run_obj).get(QUEUE_LABEL) or ws.spec.localQueue
-        cluster = ws.cluster_target().model_dump_json()
-        hint = (queue_memo.cluster_queue if queue_memo else None) or \
-            CLUSTER_QUEUE_NAMES.get(cluster, ns, local_queue, shared=seen)
-        read = await read_queue(reader, ns, local_queue, cluster_queue=hint,
-                                run_uid=meta(run_obj).get("uid") or "",
-                                list_namespace=plan.list_namespace_workloads)
-        CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read, shared=seen)
+        hint = own_hint if local_queue == ws.spec.localQueue else \
+            memo_hint or CLUSTER_QUEUE_NAMES.get(cluster, ns, local_queue, shared=seen)
+        known = None  # the run's LocalQueue as this status read it in round 1
+        if first_queue is not None:
+            early = await first_queue
+            if local_queue == ws.spec.localQueue:
+                known = early
+            else:  # another LocalQueue of the namespace: the descriptor's ClusterQueue is only a hint
+                hint = hint or named_cluster_queue(early)
+
+        async def preemptor() -> PreemptorRead:
+            return await read_preemption(reader, ns, await run_workloads)
+
+        read, preempting = await asyncio.gather(
+            read_queue(reader, ns, local_queue, cluster_queue=hint, run_uid=meta(run_obj).get("uid") or "",
+                       list_namespace=plan.list_namespace_workloads, local_queue_object=known),
+            preemptor())
+        read.preemptor = preempting
+        CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read.queue_object, shared=seen)
         return read
 
     try:
@@ -505,6 +541,11 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
                                   queue_unless=queue_memo.workload_version if queue_memo else None)
     finally:
         await log_access.settle()
+        if first_queue is not None:
+            if first_queue.done() and not first_queue.cancelled() and first_queue.exception() is None:
+                CLUSTER_QUEUE_NAMES.learn(cluster, ns, ws.spec.localQueue, first_queue.result(), shared=seen)
+            else:
+                first_queue.cancel()
     objects, tw = collected.objects, collected.tauworkspace
     gpu_profile: GpuProfile | None = None
     ready = isinstance(tw, dict) and (tw.get("status") or {}).get("phase") == "Ready"
@@ -547,8 +588,11 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
         else:
             position = _position(collected, now)
             if collected.linked is not None and diagnosis.phase(ADMISSION.name).preemption is not None:
-                found, events = await read_preemption(reader, collected.linked)  # one round, 2 requests
-                diagnosis = with_preemptor(diagnosis, collected.linked, found, events)
+                # Read with the queue (2 requests, round 3); only a run Kueue had not suspended reads it now.
+                pre = collected.queue.preemptor if isinstance(collected.queue, QueueRead) else None
+                if pre is None:
+                    pre = await read_preemption(reader, ns, collected.linked.workloads)
+                diagnosis = with_preemptor(diagnosis, collected.linked, pre)
                 preemption = diagnosis.phase(ADMISSION.name).preemption
             if isinstance(collected.queue, QueueRead) and collected.workload_version:
                 memo = QueueMemo(workload_version=collected.workload_version, position=position,

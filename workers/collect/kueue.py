@@ -5,13 +5,20 @@ Started with round 2 of a status, and only for a run Kueue keeps suspended:
 * round 2, concurrently: Kueue's visibility API for the LocalQueue
   (`GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/<ns>/localqueues/<lq>/pendingworkloads`),
   the LocalQueue itself (for its ClusterQueue's name) and the namespace's Workloads (for what
-  the ones ahead ask for; a watch's re-read lists none and GETs the ones ahead instead);
-* round 3, once the ClusterQueue's name is known: its own pending list
+  the ones ahead ask for; a watch's re-read lists none and GETs the ones ahead instead) — and,
+  when the ClusterQueue's name is known already, its own reads (below);
+* once the ClusterQueue's name is known: its own pending list
   (`…/clusterqueues/<cq>/pendingworkloads`, which Kueue's kueue-pending-workloads-cq-viewer
-  ClusterRole grants) and the ClusterQueue object (its nominal quota and what is reserved);
-* round 4, only when Workloads of other namespaces are ahead: a GET of each (at most
+  ClusterRole grants), the ClusterQueue object (its nominal quota and what is reserved) and the
+  Workloads holding its quota (`kueue_forecast.read_holders`);
+* then, only when Workloads of other namespaces are ahead: a GET of each (at most
   `MAX_AHEAD_READS`), which a team's RBAC usually denies — then their requests are said to be
   unreadable, never guessed.
+
+The name is known early in two ways, so the whole answer takes three rounds at most (issue 35):
+a hint (`ClusterQueueNames`, in the process and in Redis), which the user's own LocalQueue read
+in round 2 must confirm; or, with no hint, the user's own read of the descriptor's LocalQueue
+sent with round 1 (`read_local_queue`, passed in as ``local_queue_object``).
 
 Kueue's visibility API is `v1beta1` since Kueue v0.9 (`v1beta2` too since v0.15) and was
 `v1alpha1` in v0.6–v0.9 (removed in v0.10, kubernetes-sigs/kueue#3499): a 404 for the group
@@ -33,7 +40,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from workers.collect.kueue_forecast import read_holders, with_estimate
+from workers.collect.kueue_forecast import PreemptorRead, read_holders, with_estimate
 from workers.diagnosis.preemption import Preemption
 from workers.diagnosis.queue_position import (
     QueuePosition,
@@ -77,6 +84,8 @@ class QueueRead:
     # The Workloads holding the ClusterQueue's quota, cluster-wide (`kueue_forecast.read_holders`),
     # read with the ClusterQueue's own reads: what the start estimate walks (issue 35).
     holders: list[dict] | ReadError | None = None
+    # A preempted run's preemptor, read with the ClusterQueue's reads (None: not read here).
+    preemptor: PreemptorRead | None = None
 
 
 class QueueMemo(BaseModel):
@@ -137,10 +146,10 @@ class ClusterQueueNames:
         self._remember(key, named)
         return named
 
-    def learn(self, cluster: str, namespace: str, local_queue: str, read: QueueRead, *,
+    def learn(self, cluster: str, namespace: str, local_queue: str, queue_object: dict | ReadError, *,
               shared: SharedHints | None = None) -> None:
-        named = (read.queue_object.get("spec") or {}).get("clusterQueue") \
-            if isinstance(read.queue_object, dict) else None
+        """Keep what the user's own read of the LocalQueue (``queue_object``) names, for later statuses."""
+        named = named_cluster_queue(queue_object)
         key = (cluster, namespace, local_queue)
         if isinstance(named, str) and valid_name(named):
             if shared is not None and self._names.get(key) != named:
@@ -149,7 +158,7 @@ class ClusterQueueNames:
                 except Exception:  # noqa: BLE001 - a hint not shared costs a round elsewhere, nothing else
                     pass
             self._remember(key, named)
-        elif isinstance(read.queue_object, dict):  # the LocalQueue, read, names none: forget the hint
+        elif isinstance(queue_object, dict):  # the LocalQueue, read, names none: forget the hint
             self._names.pop(key, None)
             if shared is not None:
                 with contextlib.suppress(Exception):  # an empty hint is none
@@ -216,6 +225,23 @@ def workload_version(workloads: list[dict]) -> str:
                            f"{(w.get('metadata') or {}).get('resourceVersion')}" for w in workloads))
 
 
+def named_cluster_queue(queue_object: dict | ReadError | None) -> str | None:
+    """The ClusterQueue a LocalQueue read names (`spec.clusterQueue`); None when it was not read."""
+    if not isinstance(queue_object, dict):
+        return None
+    named = (queue_object.get("spec") or {}).get("clusterQueue")
+    return named if isinstance(named, str) and named else None
+
+
+async def read_local_queue(reader: KubeReader, namespace: str, local_queue: str) -> dict | ReadError:
+    """The LocalQueue, as the user may read it (its `spec.clusterQueue` names the ClusterQueue)."""
+    return await reader.get(resource_path(*KUEUE, "localqueues", namespace, local_queue))
+
+
+async def _given(value: dict | ReadError) -> dict | ReadError:
+    return value
+
+
 def unserved(got: object) -> bool:
     """A 404 for the group version itself: this Kueue does not serve that API version."""
     return isinstance(got, ReadError) and got.kind == "not_found" and got.message == UNSERVED
@@ -236,13 +262,16 @@ async def _cluster_queue(reader: KubeReader, name: str) -> dict | ReadError:
 
 async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
                      cluster_queue: str | None = None, run_uid: str = "",
-                     list_namespace: bool = True) -> QueueRead:
+                     list_namespace: bool = True,
+                     local_queue_object: dict | ReadError | None = None) -> QueueRead:
     """The LocalQueue's pending Workloads, the LocalQueue and the namespace's Workloads at once;
     then the ClusterQueue's pending list and quota; then the Workloads ahead in other namespaces.
 
     ``cluster_queue``, when the caller already knows it (a watch's earlier read), starts the
     ClusterQueue's reads with the others, so a re-read costs one round fewer; the LocalQueue's
     answer still decides which ClusterQueue is meant (a hint that no longer holds is re-read).
+    ``local_queue_object``: the LocalQueue as this user's status already read it (round 1): it is
+    not read again, and the ClusterQueue it names is read at once, as certainly meant.
 
     Without ``list_namespace`` (a watch's re-read) the namespace's Workloads are not listed: those
     ahead in the LocalQueue are read by name with the ones ahead elsewhere, bounded together by
@@ -250,9 +279,12 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
     with a thousand waiting runs each time made the watches' cost grow with the square of the runs
     (bench_watch, issue 28); a status, which a person waits for, keeps its round."""
     calls = [_pending(reader, VISIBILITY_VERSIONS[0], "localqueues", namespace, local_queue),
-             reader.get(resource_path(*KUEUE, "localqueues", namespace, local_queue))]
+             _given(local_queue_object) if local_queue_object is not None else
+             read_local_queue(reader, namespace, local_queue)]
     if list_namespace:
         calls.append(reader.list(resource_path(*KUEUE, "workloads", namespace), limit=PAGE_SIZE))
+    cluster_queue = named_cluster_queue(local_queue_object) or (
+        cluster_queue if local_queue_object is None else None)
     if cluster_queue:
         calls += [_pending(reader, VISIBILITY_VERSIONS[0], "clusterqueues", None, cluster_queue),
                   _cluster_queue(reader, cluster_queue), read_holders(reader, cluster_queue)]
@@ -265,7 +297,7 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
         version = VISIBILITY_VERSIONS[1]
         summary = await _pending(reader, version, "localqueues", namespace, local_queue)
     read = QueueRead(local_queue, summary, lq, workloads, visibility_version=version)
-    named = (lq.get("spec") or {}).get("clusterQueue") if isinstance(lq, dict) else None
+    named = named_cluster_queue(lq)
     local_ahead = ([] if list_namespace or not isinstance(summary, dict)
                    else _local_ahead_keys(summary, run_uid)[:MAX_AHEAD_READS])
     if not named or isinstance(summary, ReadError):  # no position: the ClusterQueue would add nothing
@@ -425,5 +457,6 @@ def meta_name(obj: dict) -> str:
     return (obj.get("metadata") or {}).get("name") or ""
 
 
-__all__ = ["MAX_AHEAD_READS", "QueueMemo", "QueueRead", "VISIBILITY_VERSIONS", "position_from", "read_queue",
-           "shared_key", "unserved", "valid_name", "workload_version"]
+__all__ = ["MAX_AHEAD_READS", "QueueMemo", "QueueRead", "VISIBILITY_VERSIONS", "named_cluster_queue",
+           "position_from", "read_local_queue", "read_queue", "shared_key", "unserved", "valid_name",
+           "workload_version"]

@@ -9,8 +9,10 @@ the preemptor of a preempted run, each under the user's impersonation (the calle
   ClusterQueue's own reads, so it adds no round.
 * **Preemptor** — the Workload whose uid Kueue's message names, by its job's uid label
   (`kueue.x-k8s.io/job-uid`, as the kueue-who-preempted skill looks it up) across namespaces, and
-  the `Preempted` event on the run's Workload (its priorities): two requests in one round. A
-  denied read keeps the preemptor unnamed and says why (`preemptor_unavailable`).
+  the `Preempted` event on the run's Workload (its priorities): two requests in one round, sent
+  the moment round 2 has listed the run's Workloads — with the ClusterQueue's reads, not after
+  them, so a preempted run's whole answer still takes three rounds (issue 35). A denied read
+  keeps the preemptor unnamed and says why (`preemptor_unavailable`).
 
 The pure parts (the walk, the parsing) are the engine's (`workers.diagnosis.start_estimate`,
 `workers.diagnosis.preemption`); this module only reads and hands their answers over.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from workers.diagnosis.linkage import Event, RunObjects, meta
@@ -93,27 +96,36 @@ def with_estimate(qp: QueuePosition, cluster_queue: dict, *, run_workloads: list
 # ------------------------------------------------------------------ the preemptor
 
 
-async def read_preemption(reader: KubeReader, objs: RunObjects) -> tuple[list[dict] | ReadError | None,
-                                                                        list[dict] | ReadError | None]:
-    """(the preemptor's Workloads by its job's uid, the Preempted events on the run's Workload), read at
-    once; (None, None) when the run was not preempted or Kueue's message names no job uid."""
-    wl = next((w for w in objs.workloads if preemption_of(w, [], []) is not None), None)
-    if wl is None:
-        return None, None
+@dataclass(frozen=True)
+class PreemptorRead:
+    """What the preemptor's reads answered: the Workloads by its job's uid and the Preempted events on
+    the run's Workload (each a list, a ReadError, or None: not read)."""
+
+    workloads: list[dict] | ReadError | None = None
+    events: list[dict] | ReadError | None = None
+
+
+async def read_preemption(reader: KubeReader, namespace: str | None,
+                          run_workloads: list[dict] | ReadError) -> PreemptorRead:
+    """The preemptor's Workloads by its job's uid and the Preempted events on the run's Workload, read
+    at once; nothing is read when the run was not preempted (the usual case: no request at all), and
+    no Workload is looked for when Kueue's message names no job uid."""
+    wl = next((w for w in run_workloads if preemption_of(w, [], []) is not None), None) \
+        if isinstance(run_workloads, list) else None
+    if wl is None or not namespace:
+        return PreemptorRead()
     p = preemption_of(wl, [], [])
     name = meta(wl).get("name") or ""
-    if not objs.namespace:
-        return None, None
-    events = reader.list(resource_path("", "v1", "events", objs.namespace),
+    events = reader.list(resource_path("", "v1", "events", namespace),
                          field_selector=f"involvedObject.kind=Workload,involvedObject.name={name}",
                          limit=PAGE_SIZE)
     job_uid = p.preemptor_job_uid if p is not None else None
     if not job_uid or job_uid == "UNKNOWN":
-        return None, await events
+        return PreemptorRead(events=await events)
     found = reader.list(resource_path(*KUEUE, "workloads"), label_selector=f"{JOB_UID}={job_uid}",
                         limit=PAGE_SIZE)
     got_wl, got_events = await asyncio.gather(found, events)
-    return got_wl, got_events
+    return PreemptorRead(got_wl, got_events)
 
 
 def _events(got: list[dict] | ReadError | None) -> list[Event]:
@@ -122,10 +134,10 @@ def _events(got: list[dict] | ReadError | None) -> list[Event]:
     return [e for o in got if (e := Event.from_object(o)) is not None]
 
 
-def with_preemptor(d: Diagnosis, objs: RunObjects, workloads: list[dict] | ReadError | None,
-                   events: list[dict] | ReadError | None) -> Diagnosis:
+def with_preemptor(d: Diagnosis, objs: RunObjects, read: PreemptorRead) -> Diagnosis:
     """The answer with the preemption re-read: priorities from the event, the preemptor named when the
     user's own read found it, else why not (`preemptor_unavailable`)."""
+    workloads, events = read.workloads, read.events
     phase = d.phase(ADMISSION.name)
     if phase.preemption is None:
         return d
@@ -154,8 +166,6 @@ def with_preemptor(d: Diagnosis, objs: RunObjects, workloads: list[dict] | ReadE
     return d.model_copy(update={"phases": phases})
 
 
-
-
 def with_preemption(d: Diagnosis, preemption: Preemption) -> Diagnosis:
     """The answer with a preemption as an earlier read of the same, unchanged Workloads found it (a
     watch tick reuses its status's read: the card does not lose the preemptor's name)."""
@@ -170,4 +180,5 @@ def with_preemption(d: Diagnosis, preemption: Preemption) -> Diagnosis:
     return d.model_copy(update={"phases": phases})
 
 
-__all__ = ["read_holders", "read_preemption", "with_estimate", "with_preemption", "with_preemptor"]
+__all__ = ["PreemptorRead", "read_holders", "read_preemption", "with_estimate", "with_preemption",
+           "with_preemptor"]
