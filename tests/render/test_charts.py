@@ -256,7 +256,8 @@ def test_blank_values_and_an_unread_node_are_no_data_not_zero() -> None:
     assert [(b.gpu, b.state, b.utilization) for b in strip.bars] == [
         (0, "no data", None), (1, "no data", None), (2, "measured", 0.0), (None, "missing", None),
         (None, "missing", None)]
-    assert gpu_strip_model({}, "r") is None and gpu_strip({}, "r") is None
+    # No GPU sent a sample (no exporter, no permission): no strip; the profile says why.
+    assert gpu_strip_model({}, "r", held={NODE.format(2): 8}) is None and gpu_strip({}, "r") is None
 
 
 def test_one_nodes_name_is_said_once_in_full_and_many_gpus_keep_legible_labels() -> None:

@@ -138,22 +138,23 @@ def time_marks(timeline: ProgressTimeline | None, now: datetime, *, stalled: boo
     steps = [(at, s) for at, s, _ in timeline.points if s is not None and drawable(s)]
     losses = [(at, v) for at, _, v in timeline.points if v is not None and drawable(v)]
     points, y = (steps, "step") if steps else (losses, "loss")
-    since, what = timeline.last_progress_at, "last progress"
-    if since is None and timeline.unchanged_since is not None:
-        since, what = timeline.unchanged_since, "log unchanged since"
+    # The log's own time of its last progress; else, for an untimed log, taubot's first sighting.
+    first_sighting = timeline.last_progress_at is None and timeline.unchanged_since is not None
+    since = timeline.unchanged_since if first_sighting else timeline.last_progress_at
     if not points and since is None:
         return None
     gap = (now - since).total_seconds() if since is not None else None
-    if gap is None:
-        gap_text = ""
-    elif what == "log unchanged since":
+    if since is None or gap is None:
+        gap_text, since_label = "", ""
+    elif first_sighting:
         gap_text = f"log unchanged for {duration_text(gap)} (by taubot's earlier reads)"
-    elif stalled:
-        gap_text = f"no progress for {duration_text(gap)}"
+        since_label = f"log unchanged since {_clock(since, now)}"
     else:
-        gap_text = f"last progress {duration_text(gap)} before now"
-    return TimeMarks(tuple((at, float(v)) for at, v in points), y, now, since,
-                     f"{what} {_clock(since, now)}" if since is not None else "", gap, gap_text, stalled)
+        gap_text = (f"no progress for {duration_text(gap)}" if stalled
+                    else f"last progress {duration_text(gap)} before now")
+        since_label = f"last progress {_clock(since, now)}"
+    return TimeMarks(tuple((at, float(v)) for at, v in points), y, now, since, since_label, gap, gap_text,
+                     stalled)
 
 
 @dataclass(frozen=True)
@@ -312,7 +313,10 @@ def gpu_strip_model(utilization: Mapping[str, float | None], run: str, *,
     """The strip of ``utilization`` (`node/gpu` → %, None: blank) with, per node, the GPUs the run
     holds there (``held``, `gpus_held`) that sent no sample drawn as missing: at their index when
     the run holds every GPU of the node (``capacity``, `gpu_capacity`), else as `?`. None when
-    there is no GPU at all."""
+    no GPU sent a sample at all: the profile then says why its telemetry is unavailable (no
+    exporter, no permission), and a strip of nothing but `no data` would add no fact to that."""
+    if not utilization:
+        return None
     held, capacity = held or {}, capacity or {}
     by_node: dict[str, list[GpuBar]] = {}
     for key, value in utilization.items():
@@ -331,8 +335,6 @@ def gpu_strip_model(utilization: Mapping[str, float | None], run: str, *,
         known = [i for i in range(count) if i not in seen][:quiet] if capacity.get(node) == count else []
         indices: list[int | None] = [*known, *([None] * (quiet - len(known)))]
         node_bars += [GpuBar(node, i, None, "missing") for i in indices]
-    if not by_node:
-        return None
     nodes = sorted(by_node, key=_natural)
     bars: list[GpuBar] = []
     groups_at: list[tuple[str, int, int]] = []
