@@ -43,8 +43,6 @@ from typing import Any
 
 import aiohttp
 import yaml
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client import rest
 from multidict import CIMultiDict
 
 from workers.contracts.cluster import ClusterTarget
@@ -52,6 +50,7 @@ from workers.contracts.identity import Identity
 from workers.plumbing.loop import PROCESS_LOOP, ProcessLoop
 
 from .errors import KubeconfigError
+from .sdk import ApiClient, ConfigException, Configuration, config, rest
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
@@ -90,7 +89,7 @@ def _token_refresher(path: Path) -> Any:
     """
     last_mtime: list[float] = [-1.0]
 
-    def refresh(configuration: client.Configuration) -> None:
+    def refresh(configuration: Configuration) -> None:
         mtime = path.stat().st_mtime
         if mtime != last_mtime[0]:
             configuration.api_key["BearerToken"] = path.read_text().strip()
@@ -100,9 +99,9 @@ def _token_refresher(path: Path) -> Any:
     return refresh
 
 
-async def _configuration(target: ClusterTarget) -> client.Configuration:
+async def _configuration(target: ClusterTarget) -> Configuration:
     """A fresh Configuration for the target; never the library's global default."""
-    cfg = client.Configuration()
+    cfg = Configuration()
     if target.context:
         await _load_context(target, cfg)
     elif target.in_cluster:
@@ -149,7 +148,7 @@ def _context_names(paths: list[Path]) -> list[str]:
     return names
 
 
-async def _load_context(target: ClusterTarget, cfg: client.Configuration) -> None:
+async def _load_context(target: ClusterTarget, cfg: Configuration) -> None:
     """Load the target's kubeconfig context into `cfg`, or raise `KubeconfigError` saying what to set.
 
     kubernetes_asyncio reads a missing file as an empty config and then fails on its missing
@@ -176,7 +175,7 @@ async def _load_context(target: ClusterTarget, cfg: client.Configuration) -> Non
             client_configuration=cfg,
             persist_config=False,
         )
-    except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+    except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise KubeconfigError(f"kubeconfig {shown} ({setting}), context {target.context!r}: {reason}: "
                               "check it with kubectl config view --minify "
@@ -184,7 +183,7 @@ async def _load_context(target: ClusterTarget, cfg: client.Configuration) -> Non
 
 
 async def make_api_client(target: ClusterTarget, identity: Identity | None,
-                          pool_size: int | None = None) -> client.ApiClient:
+                          pool_size: int | None = None) -> ApiClient:
     """An ApiClient for ``target``; impersonating ``identity`` when one is given.
 
     Prefer ``make_user_client`` / ``make_bot_client``, which make the choice of
@@ -195,7 +194,7 @@ async def make_api_client(target: ClusterTarget, identity: Identity | None,
     cfg = await _configuration(target)
     if pool_size is not None:
         cfg.connection_pool_maxsize = pool_size
-    api = client.ApiClient(configuration=cfg)
+    api = ApiClient(configuration=cfg)
     if identity is not None:
         # Re-class the REST client ApiClient just built rather than building a second one:
         # the subclass only overrides request(), and each construction loads the system CA
@@ -206,14 +205,14 @@ async def make_api_client(target: ClusterTarget, identity: Identity | None,
     return api
 
 
-async def make_user_client(target: ClusterTarget, identity: Identity | None) -> client.ApiClient:
+async def make_user_client(target: ClusterTarget, identity: Identity | None) -> ApiClient:
     """A client acting as a user; refuses to exist without that user's identity."""
     if identity is None or not isinstance(identity, Identity) or not identity.user.strip():
         raise ValueError("a user client needs the user's Kubernetes identity")
     return await make_api_client(target, identity)
 
 
-async def make_bot_client(target: ClusterTarget, pool_size: int | None = None) -> client.ApiClient:
+async def make_bot_client(target: ClusterTarget, pool_size: int | None = None) -> ApiClient:
     """The bot's own read-only client, for the stall monitor only."""
     return await make_api_client(target, None, pool_size)
 
@@ -226,10 +225,10 @@ class KubeClients:
     This one opens a client (and its connections) per call: right for a one-shot CLI process;
     a worker uses `WarmKubeClients`."""
 
-    async def user(self, target: ClusterTarget, identity: Identity) -> client.ApiClient:
+    async def user(self, target: ClusterTarget, identity: Identity) -> ApiClient:
         return await make_user_client(target, identity)
 
-    async def bot(self, target: ClusterTarget, pool_size: int | None = None) -> client.ApiClient:
+    async def bot(self, target: ClusterTarget, pool_size: int | None = None) -> ApiClient:
         return await make_bot_client(target, pool_size)
 
 
@@ -252,7 +251,7 @@ POOL_MAX_AGE_SECONDS = 600.0  # the kubeconfig (exec tokens, client certificates
 _IDEMPOTENT = frozenset({"GET", "HEAD"})
 
 
-def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
+def _ssl_context(cfg: Configuration) -> ssl.SSLContext:
     """The TLS settings kubernetes_asyncio's RESTClientObject derives from a Configuration."""
     ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
     if cfg.cert_file:
@@ -293,7 +292,7 @@ class _SharedRESTClient(_ImpersonatingRESTClient):
 
 @dataclass
 class _ClusterPool:
-    api: client.ApiClient  # the bot-less template every identity's client is copied from
+    api: ApiClient  # the bot-less template every identity's client is copied from
     opened: float
 
     async def close(self) -> None:
@@ -325,7 +324,7 @@ class WarmKubeClients(KubeClients):
         self._pools: OrderedDict[ClusterTarget, _ClusterPool] = OrderedDict()
         self._opening: dict[ClusterTarget, asyncio.Future[_ClusterPool]] = {}
 
-    async def user(self, target: ClusterTarget, identity: Identity) -> client.ApiClient:
+    async def user(self, target: ClusterTarget, identity: Identity) -> ApiClient:
         if identity is None or not isinstance(identity, Identity) or not identity.user.strip():
             raise ValueError("a user client needs the user's Kubernetes identity")
         if not self.process_loop.owns_running_loop():
@@ -366,7 +365,7 @@ class WarmKubeClients(KubeClients):
 
     async def _open(self, target: ClusterTarget) -> _ClusterPool:
         cfg = await _configuration(target)
-        api = client.ApiClient(configuration=cfg)
+        api = ApiClient(configuration=cfg)
         await api.rest_client.pool_manager.close()  # its own session: replaced by the pool's
         connector = aiohttp.TCPConnector(limit=self.connections, keepalive_timeout=self.idle_seconds,
                                          ssl=_ssl_context(cfg))

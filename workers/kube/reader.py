@@ -27,9 +27,9 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import aiohttp
-from kubernetes_asyncio import client
 from pydantic import BaseModel, ConfigDict
 
+from workers.kube.sdk import ApiClient
 from workers.plumbing.metrics import KUBE_REQUESTS
 
 ErrorKind = Literal["forbidden", "not_found", "unavailable"]
@@ -138,7 +138,7 @@ def _format_seconds(seconds: float) -> str:
 class KubeReader:
     """Read-only access to one cluster through one (possibly impersonating) ApiClient."""
 
-    def __init__(self, api_client: client.ApiClient, timeout: float = 10.0) -> None:
+    def __init__(self, api_client: ApiClient, timeout: float = 10.0) -> None:
         self.api_client = api_client
         self.timeout = timeout
         self.requests_made = 0
