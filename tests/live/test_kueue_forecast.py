@@ -284,3 +284,54 @@ async def test_a_waiting_runs_whole_answer_takes_at_most_three_rounds_in_every_c
                     [ahead] = [r for r in requests if r.method == "GET" and "/workloads/" in r.path
                                and "/team-vision/" not in r.path]
                     assert ahead.round == 3, case
+
+
+# ----------------------------------------------------------------------- never fits, live and offline
+
+
+def too_big(token: str, message: str) -> list[dict]:
+    """`train` asks for 2 pods × 16 GPUs of h100-shared, whose nominal quota is 16 with no cohort:
+    more than it may ever grant. The condition is Kueue's (kueue_reasons.TOKENS); PendingEvaluation is
+    what a Workload the scheduler has not looked at yet carries (workload_controller.go)."""
+    j = k8s.job("train", suspend=True, gpus=16, parallelism=2, at=30)
+    wl = k8s.workload(j, state="waiting_for_quota", cluster_queue=CQ, flavor="h100", at=30)
+    qr = next(c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved")
+    qr["reason"], qr["message"] = token, message
+    return [k8s.tau_workspace("vision"), k8s.pvc(), k8s.local_queue("team-a", cluster_queue=CQ),
+            k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=0, flavor="h100"), j, wl]
+
+
+NEVER = ("asks for 32 nvidia.com/gpu; ClusterQueue h100-shared can grant at most 16 in flavour h100 (its "
+         "nominal quota 16, no cohort to borrow from)")
+
+
+async def test_a_run_that_can_never_fit_is_a_warning_with_the_numbers_live_as_offline(tmp_path: Path) -> None:
+    """SPEC §5b: never-fits is `warning`, the owner of the limit, not transient, the next action with the
+    numbers, recovery `fix-then-resubmit` — the same from a live status as from a dump of the same objects
+    (`taubot diagnose --from-file`: evaluate, then `with_queue_position`)."""
+    from workers.collect.dumps import with_queue_position
+    from workers.diagnosis.evaluate import evaluate
+
+    cases = [("PendingEvaluation", "Workload is pending evaluation in the scheduling queue", "quota.never_fits"),
+             ("ExceedsMaxQuota", "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu "
+              "in flavor h100, previously considered podsets requests (0) + current podset request (32) > maximum "
+              "capacity (16)", "quota.over_max")]
+    for token, message, reason in cases:
+        objects = too_big(token, message)
+        async with KubeEmulator(objects, latency=0.05) as emu:
+            write_descriptor(tmp_path, emu.base_url)
+            live = (await diagnose_live(load_descriptors(tmp_path), run="train", identity=ALICE, now=NOW,
+                                        workspace="vision")).diagnosis
+            _impersonated(emu.requests)
+        offline = with_queue_position(evaluate(objects, "train", NOW, k8s.NS))
+        for d in (live, offline):
+            phase = d.phase(PHASE)
+            assert (phase.state.value, phase.reason, phase.kueue_reason) == ("warning", reason, token), d
+            assert (d.first_incomplete, d.owner, d.transient) == (PHASE, "queue-owner", False)
+            assert d.next_action == (f"The run {NEVER}: request fewer resources, or ask the queue owner to "
+                                     "raise the quota.")
+            assert d.recovery is not None and d.recovery.action == "fix-then-resubmit"
+            assert d.queue_position is not None and d.queue_position.never_fits == NEVER
+            assert d.queue_position.never_fits_owner == "queue-owner"
+            assert f"can never fit: {NEVER}" in phase.summary
+        assert live.contract()["queue_position"]["never_fits"] == offline.contract()["queue_position"]["never_fits"]

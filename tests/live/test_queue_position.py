@@ -227,13 +227,22 @@ async def test_admitted_run_reads_no_queue(tmp_path: Path) -> None:
 
 
 def test_shell_demo_prints_the_queue_line() -> None:
-    """`taubot shell --demo` (its in-process emulator serves the visibility API too)."""
+    """`taubot shell --demo` (its in-process emulator serves the visibility API too): the waiting run's
+    place; the preempted run's card names what took its place and, again, its own place (issue 35);
+    the run too big for its ClusterQueue is a warning whose next action says the numbers (SPEC §5b)."""
+    runs = ("llama-ft-queued", "ray-sweep-preempted", "ray-pretrain-huge")
     done = subprocess.run([sys.executable, "-m", "workers.cli", "shell", "--demo"],
-                          input="/tau status llama-ft-queued\n", capture_output=True, text=True, timeout=120)
+                          input="".join(f"/tau status {r}\n" for r in runs), capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
+    queued, preempted, huge = done.stdout.split("› /tau status ")[1:]
     # ray-sweep-preempted (priority 100, issue 35) waits ahead of it in the same ClusterQueue.
-    assert "Queue: 2nd of 4 in ClusterQueue cluster-queue (2nd of 4 in your LocalQueue vision-default)" \
-        in done.stdout
+    assert "Queue: 2nd of 4 in ClusterQueue cluster-queue (2nd of 4 in your LocalQueue vision-default)" in queued
+    assert "reason=Preempted: preempted by team-vision/job-urgent-eval-" in preempted
+    assert "Queue: 1st of 4 in ClusterQueue cluster-queue (1st of 4 in your LocalQueue vision-default)" in preempted
+    assert "First incomplete: Kueue admission (warning)" in huge and "Transient: no" in huge
+    assert ("Next: The run asks for 48 nvidia.com/gpu; ClusterQueue cluster-queue can grant at most 40 in "
+            "flavour a100 (its nominal quota 40, no cohort to borrow from): request fewer resources") in huge
 
 
 async def test_a_watch_ticks_read_names_the_same_place_without_listing_the_namespace(tmp_path: Path) -> None:

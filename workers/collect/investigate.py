@@ -40,7 +40,13 @@ from workers.collect.kueue import (
     read_queue,
     workload_version,
 )
-from workers.collect.kueue_forecast import PreemptorRead, read_preemption, with_preemption, with_preemptor
+from workers.collect.kueue_forecast import (
+    PreemptorRead,
+    read_preemption,
+    with_never_fits,
+    with_preemption,
+    with_preemptor,
+)
 from workers.collect.logs.seen import SeenStore, remember
 from workers.collect.logs.sources import LogAccess, log_evidence, with_driver_stack
 from workers.collect.plan import ReadPlan
@@ -67,7 +73,7 @@ from workers.diagnosis.models import (
     RunRef,
 )
 from workers.diagnosis.phases import image_pull
-from workers.diagnosis.phases.admission import PREEMPTED, WAITING
+from workers.diagnosis.phases.admission import FORECAST_FOR
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.phases.table import POD_JUDGES
 from workers.diagnosis.podfacts import is_terminal
@@ -597,7 +603,8 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
             if isinstance(collected.queue, QueueRead) and collected.workload_version:
                 memo = QueueMemo(workload_version=collected.workload_version, position=position,
                                  cluster_queue=position.cluster_queue, preemption=preemption)
-        diagnosis = diagnosis.model_copy(update={"queue_position": position})
+        # A run that can never fit is a warning with the numbers, as a dump's answer is (SPEC §5b).
+        diagnosis = with_never_fits(diagnosis.model_copy(update={"queue_position": position}), position)
     return RunReport(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
                      requests=reader.requests_made - start, objects=objects, layer_report=report,
                      profile=gpu_profile, descriptor=ws, linked_objects=collected.linked, queue_memo=memo)
@@ -605,9 +612,10 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
 
 def waiting_for_quota(diagnosis: Diagnosis) -> bool:
     """The answer is Kueue admission waiting for quota — or preempted and requeued, when its place
-    in the queue is said again (issue 35): the answers a queue position serves."""
+    in the queue is said again, or over the queue's maximum, when by how much is said (issue 35):
+    the answers a queue position serves (`admission.FORECAST_FOR`)."""
     return (diagnosis.first_incomplete == ADMISSION.name
-            and diagnosis.phase(ADMISSION.name).reason in (WAITING.reason, PREEMPTED.reason))
+            and diagnosis.phase(ADMISSION.name).reason in FORECAST_FOR)
 
 
 def _position(collected: Collected, now: datetime | None = None) -> QueuePosition:

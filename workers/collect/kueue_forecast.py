@@ -27,8 +27,10 @@ from datetime import datetime
 
 from workers.diagnosis.linkage import Event, RunObjects, meta
 from workers.diagnosis.models import Diagnosis
+from workers.diagnosis.phases.admission import never_fits_update
 from workers.diagnosis.preemption import Preemption, preemption_of, preemption_text
 from workers.diagnosis.queue_position import QueuePosition, workload_key
+from workers.diagnosis.recovery import recovery
 from workers.diagnosis.registry import ADMISSION
 from workers.diagnosis.start_estimate import (
     Waiting,
@@ -91,6 +93,28 @@ def with_estimate(qp: QueuePosition, cluster_queue: dict, *, run_workloads: list
         est = est.model_copy(update={"unknown": [*est.unknown, f"unavailable: {_holders_why(holders)}; "
                                                  "only your namespace's holders were read"]})
     return qp.model_copy(update={"start_estimate": est, "start_time": estimate_text(est, now)})
+
+
+def with_never_fits(d: Diagnosis, qp: QueuePosition) -> Diagnosis:
+    """The answer when the live reads say the run can never fit (SPEC §5b): its admission line turns
+    `warning` by the rule a dump's answer follows (`never_fits_update`), and, being the first
+    incomplete, so does the answer — owner, not transient, the next action with the numbers, and
+    recovery `fix-then-resubmit`. Unchanged when it can fit."""
+    phase = d.phase(ADMISSION.name)
+    update = never_fits_update(phase, qp)
+    if not update:
+        return d
+    fixed = phase.model_copy(update=update)
+    phases = [fixed if p.name == ADMISSION.name else p for p in d.phases]
+    if d.first_incomplete != ADMISSION.name:
+        return d.model_copy(update={"phases": phases})
+    action = fixed.finding.next_action.replace("<run>", d.run.name).replace(
+        "<namespace>", d.run.namespace or "<namespace>")
+    filled = fixed.finding.model_copy(update={"next_action": action})
+    return d.model_copy(update={
+        "phases": phases, "owner": filled.owner, "transient": filled.transient, "next_action": action,
+        "evidence": [*d.evidence, f"never fits: {qp.never_fits}"],
+        "recovery": recovery(fixed, filled, fixed.layer, terminal=None, checkpoint=None)})
 
 
 # ------------------------------------------------------------------ the preemptor
@@ -180,5 +204,5 @@ def with_preemption(d: Diagnosis, preemption: Preemption) -> Diagnosis:
     return d.model_copy(update={"phases": phases})
 
 
-__all__ = ["PreemptorRead", "read_holders", "read_preemption", "with_estimate", "with_preemption",
-           "with_preemptor"]
+__all__ = ["PreemptorRead", "read_holders", "read_preemption", "with_estimate", "with_never_fits",
+           "with_preemption", "with_preemptor"]

@@ -84,6 +84,7 @@ EVIDENCE_LINE_BUDGET = 160
 FOCUS_BUDGET = 220
 NEXT_BUDGET = 320
 FOCUS_KEPT = 320  # the first incomplete line's room while the card's other lines are shortened
+PLACE_FOCUS = 200  # the first incomplete line's room when it makes way for the place in the queue
 NEXT_KEPT = 240  # the handoff's lines (owner; Next with its command) keep this much while others give way
 FOCUS_MARK = "*First incomplete:"
 SHORTEN_STEPS = (200, 150, 110, 80, 60)  # per-line limits tried when a card is still too long
@@ -731,6 +732,8 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
         if chars <= FIRST_SCREEN_CHARS and count <= FIRST_SCREEN_LINES:
             return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
     for shown in range(len(lines), -1, -1):
+        if shown == 0 and (placed := _placed(context)) is not None:
+            return placed
         blocks = render_template("phase_card.json.j2", context, evidence=_evidence_text(lines, shown, total))
         if _fits(blocks):
             return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
@@ -752,6 +755,21 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
             if _fits(blocks) and _fits(final):
                 return RenderedCard(text=context.fallback, blocks=final)
     return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
+
+
+def _placed(context: PhaseCardContext) -> RenderedCard | None:
+    """A card with no room for an evidence line keeps its queue line's first fact (the place in the
+    queue) when the first incomplete line gives up the words past `PLACE_FOCUS`: a preempted run's card
+    names what took its place and says where it stands again (issue 35); both in full in *Details*.
+    None when there is no queue line, or it does not fit so."""
+    place = _outlooks(context.queue_line)[-1:]
+    for outlook in place:
+        for focus in (FOCUS_KEPT, PLACE_FOCUS):
+            tree = _clip_lines(f"{context.tree}\n{outlook}", FOCUS_KEPT, focus=focus)
+            blocks = render_template("phase_card.json.j2", context.replace(tree=tree), evidence="")
+            if _fits(blocks):
+                return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
+    return None
 
 
 def _outlooks(line: str) -> list[str]:

@@ -27,6 +27,7 @@ from ..linkage import QUEUE_LABEL, RunObjects, labels, meta
 from ..models import Finding, PhaseResult, PhaseState
 from ..podfacts import condition, kueue_gated
 from ..preemption import Preemption, preemption_of, preemption_text
+from ..queue_position import QueuePosition
 from ..start_estimate import snapshot_position
 from .common import RunContext, clip, result
 
@@ -112,6 +113,12 @@ NEVER_FITS = {
         reason="quota.never_fits_node", owner="researcher", transient=False,
         next_action="A pod of the run asks for more than the largest node of its flavour has: no node "
         "could ever run it — split the work over more, smaller pods and resubmit."),
+}
+# The same next actions with the numbers the answer found (`QueuePosition.never_fits`, SPEC §5b):
+# "The run asks for 64 nvidia.com/gpu; ClusterQueue h100-shared can grant at most 32 … : …".
+NEVER_FITS_ACTION = {
+    "queue-owner": "The run {why}: request fewer resources, or ask the queue owner to raise the quota.",
+    "researcher": "{Why}: no node could ever run it — split the work over more, smaller pods and resubmit.",
 }
 ADMITTED = Finding(reason="quota.ok", owner="queue-owner", transient=True, next_action="Admitted.")
 
@@ -321,18 +328,44 @@ def evaluate(ctx: RunContext, earlier: dict[str, PhaseResult]) -> PhaseResult:
     if answer.reason in FORECAST_FOR:
         forecast = snapshot_position(ctx.objs, ctx.now)
         update["forecast"] = forecast
-        if forecast is not None and forecast.never_fits and answer.state is not PhaseState.WARNING:
-            finding = NEVER_FITS[forecast.never_fits_owner or "queue-owner"]
-            update.update(state=PhaseState.WARNING, finding=finding, reason=finding.reason,
-                          summary=f"{answer.summary.split(' reason=')[0]} reason=NeverFits: can never fit: "
-                          f"{forecast.never_fits}",
-                          evidence=[*answer.evidence, f"never fits: {forecast.never_fits}"])
+        if forecast is not None:
+            update.update(never_fits_update(answer, forecast))
     return answer.model_copy(update=update)
 
 
 # The answers a queue place and a start estimate serve: waiting in the queue, or over its maximum
-# (then never_fits says by how much).
+# (then never_fits says by how much), or preempted and requeued.
 FORECAST_FOR = frozenset({"quota.waiting", "quota.over_max", "quota.preempted"})
+
+
+def never_fits_finding(forecast: QueuePosition) -> Finding | None:
+    """The finding of a run that can never fit (SPEC §5b): `warning`, not transient, owned by whoever
+    owns the limit it exceeds, its next action with the numbers. None when it can fit."""
+    if not forecast.never_fits:
+        return None
+    owner = forecast.never_fits_owner if forecast.never_fits_owner in NEVER_FITS else "queue-owner"
+    why = forecast.never_fits
+    action = NEVER_FITS_ACTION[owner].format(why=why, Why=why[:1].upper() + why[1:])
+    return NEVER_FITS[owner].model_copy(update={"next_action": action})
+
+
+def never_fits_update(answer: PhaseResult, forecast: QueuePosition) -> dict:
+    """The admission line's fields when ``forecast`` (a snapshot's, or the live reads') says the run can
+    never fit; empty when it can, or when the answer is not one a queue place serves. One rule for a
+    dump and a live status alike: the Kueue reason stays in the summary, the numbers follow it; a run
+    Kueue itself calls over its maximum keeps that reason code, with the numbers in its next action."""
+    finding = never_fits_finding(forecast)
+    if finding is None or answer.reason not in FORECAST_FOR:
+        return {}
+    if answer.reason == OVER_MAX.reason and finding.owner == OVER_MAX.owner:
+        finding = finding.model_copy(update={"reason": OVER_MAX.reason})
+    if answer.state is PhaseState.WARNING:
+        summary = f"{answer.summary}; can never fit: {forecast.never_fits}"
+    else:
+        head = answer.summary.split(" reason=")[0]
+        summary = f"{head} reason=NeverFits: can never fit: {forecast.never_fits}"
+    return {"state": PhaseState.WARNING, "finding": finding, "reason": finding.reason, "summary": summary,
+            "evidence": [*answer.evidence, f"never fits: {forecast.never_fits}"]}
 
 
 def _requeued(wl: dict) -> str:
