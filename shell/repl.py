@@ -57,6 +57,7 @@ WATCH_FAST_FORWARD_LIMIT = 400  # ticks per input line in the demo: a 30-minute 
 DEMO_TICK_SECONDS = 2.0  # at a terminal, the demo's watch ticks come this often (its clock jumps)
 FENCE = "```"
 EXIT_WORDS = ("exit", "quit", "/exit", "/quit")
+CANCEL = "\x03"  # what a terminal's Ctrl-C at the prompt gives `entries`: drop the entry being typed
 
 
 def _takes_manifest(line: str) -> bool:
@@ -72,7 +73,8 @@ def _takes_manifest(line: str) -> bool:
 
 def entries(lines: Iterable[str], continuing: Callable[[bool], None] | None = None) -> Iterator[str]:
     """Input lines joined into whole entries (see the module's docstring). ``continuing(True)``
-    is called while an entry takes more lines, so a terminal can prompt with "…"."""
+    is called while an entry takes more lines, so a terminal can prompt with "…". A `CANCEL`
+    line (Ctrl-C at the prompt) drops the entry being typed, as a shell drops its line."""
     source = iter(lines)
     held: str | None = None
     while True:
@@ -80,16 +82,21 @@ def entries(lines: Iterable[str], continuing: Callable[[bool], None] | None = No
         held = None
         if line is None:
             return
+        if line == CANCEL:
+            continue
         line = line.rstrip("\r\n")
         head = line.strip()
         open_fence = head.startswith("/tau") and head.count(FENCE) % 2 == 1
         if not open_fence and not _takes_manifest(head):
             yield line
             continue
-        parts = [line]
+        parts: list[str] | None = [line]
         if continuing:
             continuing(True)
         for more in source:
+            if more == CANCEL:
+                parts = None
+                break
             more = more.rstrip("\r\n")
             if not open_fence and (not more.strip() or more.strip().startswith("/tau")
                                    or more.strip() in EXIT_WORDS):
@@ -102,7 +109,8 @@ def entries(lines: Iterable[str], continuing: Callable[[bool], None] | None = No
                 open_fence = True
         if continuing:
             continuing(False)
-        yield "\n".join(parts)
+        if parts is not None:
+            yield "\n".join(parts)
 
 
 def redacted(url: str) -> str:
@@ -156,7 +164,8 @@ class Shell:
 
     def __init__(self, settings: Settings, *, user: str, channel: str, write: Callable[[str], None],
                  conn: redis.Redis, clock: Clock, blocks_json: bool = False,
-                 on_time: Callable[[datetime], None] | None = None, demo: Any = None) -> None:
+                 on_time: Callable[[datetime], None] | None = None, demo: Any = None,
+                 write_json: Callable[[str], None] | None = None) -> None:
         self.user = user
         self.demo = demo  # the demo cluster the session runs on (`--demo`), for `taubot demo` and tests
         self.channel = channel
@@ -165,7 +174,7 @@ class Shell:
         self.on_time = on_time
         self.lock = threading.RLock()  # one entry or one tick at a time (Ticker)
         self.ticker: Ticker | None = None
-        self.surface = TerminalSurface(write, blocks_json=blocks_json, user=user)
+        self.surface = TerminalSurface(write, blocks_json=blocks_json, user=user, write_json=write_json)
         self.queue = ShellQueue(clock.now, self._job_failed)
         self.services = Services(settings=settings, redis=conn, surface=self.surface, queue=self.queue,
                                  clock=clock)
@@ -284,8 +293,9 @@ class Shell:
                 try:
                     if not self.line(text):
                         break
-                except KeyboardInterrupt:
-                    self.write("(interrupted)\n")
+                except KeyboardInterrupt:  # Ctrl-C while it ran: its job was cancelled (ProcessLoop.run)
+                    first = text.strip().splitlines()[0] if text.strip() else ""
+                    self.write(f"^C — {first} was interrupted; what it had not done yet is cancelled\n")
         finally:
             if self.ticker is not None:
                 self.ticker.stop()
@@ -354,4 +364,5 @@ class Ticker(threading.Thread):
                     shell.write(f"⚠️ taubot hit an internal error: {type(exc).__name__}\n")
 
 
-__all__ = ["Shell", "ShellQueue", "Ticker", "entries", "in_process_redis", "named_redis", "redacted"]
+__all__ = ["CANCEL", "Shell", "ShellQueue", "Ticker", "entries", "in_process_redis", "named_redis",
+           "redacted"]

@@ -57,15 +57,29 @@ def test_pressing_a_button_number_escalates_and_prints_the_handoff_once() -> Non
     assert "no button [1]" in out  # the edited card has no Escalate button left to press
 
 
-def test_blocks_output_is_block_kit_that_slack_sdk_accepts() -> None:
-    done = taubot("shell", "--demo", "--blocks", stdin="/tau status ray-pretrain-crash\n")
+def test_blocks_output_is_one_block_kit_payload_per_line_and_the_notes_go_to_stderr() -> None:
+    """Issue 38.8: `--blocks` mixed indented JSON with the shell's text. Now stdout is JSON Lines —
+    each line one message's payload, as Block Kit Builder takes it — and everything else (the echo,
+    which message a payload is and its buttons' numbers, private answers) is on stderr."""
+    done = taubot("shell", "--demo", "--blocks", stdin="/tau status llama-ft-queued\n1\n/tau help\n"
+                  "/tau status ray-pretrain-crash\n/tau runs --all\n")
     assert done.returncode == 0, done.stderr
-    documents = re.findall(r"^    \{\n.*?^    \}$", done.stdout, re.S | re.M)
-    assert documents, done.stdout[:2000]
-    blocks = json.loads("\n".join(line[4:] for line in documents[-1].splitlines()))["blocks"]
-    validate_blocks(blocks)  # slack_sdk's block models plus Slack's limits taubot checks
-    assert all(block is not None for block in Block.parse_all(blocks))
-    assert any("RayCluster" in json.dumps(b) for b in blocks)
+    payloads = [json.loads(line) for line in done.stdout.splitlines()]  # every line is one document
+    assert len(payloads) >= 5  # two cards, the handoff, the escalated card's edit, the runs list
+    for payload in payloads:
+        assert list(payload) == ["blocks"] and 0 < len(payload["blocks"]) <= 50
+        for block in Block.parse_all(payload["blocks"]):  # slack_sdk's block models
+            assert block is not None
+            block.validate_json()
+        if not re.search(r"<[@!]", json.dumps(payload)):  # no mention or date (taubot's own markup):
+            validate_blocks(payload["blocks"])  # also taubot's check that a card carries no raw markup
+    assert any("RayCluster" in json.dumps(p) for p in payloads)
+    assert any("Escalation for *queue-owner*" in json.dumps(p) for p in payloads)  # the handoff ([1])
+    notes = done.stderr
+    assert "› /tau status ray-pretrain-crash" in notes and "(only you) taubot diagnoses TauGrid" in notes
+    assert re.search(r"    ↳ in thread · buttons: \[1\] Escalate to queue-owner   \[2\] 📋 Details", notes), notes
+    assert "▶ pressed [1] Escalate to queue-owner" in notes
+    assert not [line for line in notes.splitlines() if '"blocks"' in line]  # no payload among the notes
 
 
 def test_watch_in_the_shell_follows_the_run_until_it_succeeds() -> None:

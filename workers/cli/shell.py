@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import secrets
 import sys
+import termios
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
@@ -29,9 +31,23 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
+def _note(text: str) -> None:
+    """With `--blocks`, everything but the payloads: stdout stays JSON Lines (see TerminalSurface)."""
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def _notes_audit(blocks: bool) -> dict[str, Any]:
+    """With `--blocks`, the escalation audit line (stdout when no TAUBOT_AUDIT_LOG is set) goes with
+    the notes to stderr, so stdout is only Block Kit payloads."""
+    return {"audit_log": Path("/dev/stderr")} if blocks else {}
+
+
 @contextlib.contextmanager
-def demo_session(write: Callable[[str], None] = _write, *, blocks: bool = False) -> Iterator[Any]:
-    """A shell on the bundled demo cluster (in process), with fakeredis and the demo's clock."""
+def demo_session(write: Callable[[str], None] = _write, *, blocks: bool = False,
+                 write_json: Callable[[str], None] | None = None) -> Iterator[Any]:
+    """A shell on the bundled demo cluster (in process), with fakeredis and the demo's clock;
+    ``write_json`` takes the Block Kit payloads with ``blocks`` (``write`` the rest)."""
     from shell.demo_cluster import CHANNEL, IDENTITY, START, USER, demo_cluster, run_table
     from shell.repl import Shell, in_process_redis
     from workers.config.settings import load_settings
@@ -40,12 +56,13 @@ def demo_session(write: Callable[[str], None] = _write, *, blocks: bool = False)
     clock = ManualClock(START)
     with demo_cluster(clock.now) as cluster:
         settings = load_settings(workspaces_dir=cluster.workspaces_dir, identity_file=cluster.identity_file,
-                                 button_signing_key=secrets.token_hex(16))
+                                 button_signing_key=secrets.token_hex(16), **_notes_audit(blocks))
         write(BANNER.format(user=USER, identity=IDENTITY["user"], redis="fakeredis in process (the demo's)")
               + "\n")
         write("Demo cluster (in process):\n" + "\n".join(run_table()) + "\n")
         shell = Shell(settings, user=USER, channel=CHANNEL, write=write, conn=in_process_redis(),
-                      clock=clock, blocks_json=blocks, on_time=cluster.advance, demo=cluster)
+                      clock=clock, blocks_json=blocks, on_time=cluster.advance, demo=cluster,
+                      write_json=write_json)
         with contextlib.closing(shell):
             yield shell
 
@@ -71,8 +88,9 @@ def _redis(args: Any, settings: Any) -> tuple[Any, str]:
 
 @contextlib.contextmanager
 def _session(args: Any) -> Iterator[Any]:
+    write = _note if args.blocks else _write
     if args.demo:
-        with demo_session(blocks=args.blocks) as shell:
+        with demo_session(write, blocks=args.blocks, write_json=_write) as shell:
             yield shell
         return
     from bot.identity import IdentityConfigError, load_identity_map
@@ -92,10 +110,12 @@ def _session(args: Any) -> Iterator[Any]:
                          "--channel C… (a channel a workspace descriptor lists)")
     if not settings.workspaces_dir.is_dir():
         raise UsageError(f"TAUBOT_WORKSPACES_DIR: {settings.workspaces_dir} is not a directory")
+    if settings.audit_log is None:
+        settings = settings.model_copy(update=_notes_audit(args.blocks))
     conn, where = _redis(args, settings)
     try:
-        shell = Shell(settings, user=args.user, channel=args.channel, write=_write, conn=conn,
-                      clock=SystemClock(), blocks_json=args.blocks)
+        shell = Shell(settings, user=args.user, channel=args.channel, write=write, conn=conn,
+                      clock=SystemClock(), blocks_json=args.blocks, write_json=_write)
     except IdentityConfigError as exc:
         raise UsageError(f"TAUBOT_IDENTITY_FILE: {exc}") from None
     mapping = load_identity_map(settings.identity_file)
@@ -106,32 +126,53 @@ def _session(args: Any) -> Iterator[Any]:
         identity = "mapped by e-mail: resolved at the first command"
     else:  # said now, not at the first refusal: the banner never claims a mapping that is not there
         identity = f"not mapped: {settings.identity_file} does not list {args.user}, so commands are refused"
-    _write(BANNER.format(user=args.user, identity=identity, redis=where) + "\n")
+    write(BANNER.format(user=args.user, identity=identity, redis=where) + "\n")
     with contextlib.closing(shell):
         yield shell
 
 
 class _Prompt:
-    """`input()` lines for a terminal, with "…" while an entry takes more lines."""
+    """`input()` lines for a terminal, with "…" while an entry takes more lines. Ctrl-C at the
+    prompt drops the line (or the entry) being typed and prompts again, as bash and python do;
+    Ctrl-D (end of input) ends the session. With `--blocks` the prompt goes to stderr with the
+    other notes, so stdout stays JSON Lines."""
 
-    def __init__(self) -> None:
+    def __init__(self, note: Callable[[str], None] | None = None) -> None:
         self.more = False
+        self.note = note
 
     def continuing(self, more: bool) -> None:
         self.more = more
 
     def __iter__(self) -> Iterator[str]:
+        from shell.repl import CANCEL
+
         while True:
+            prompt = "… " if self.more else "› "
             try:
-                yield input("… " if self.more else "› ")
+                if self.note is None:
+                    line = input(prompt)
+                else:
+                    self.note(prompt)
+                    line = input()
             except EOFError:
+                (self.note or _write)("\n")
                 return
+            except KeyboardInterrupt:
+                # A terminal's Ctrl-C also flushes the line it holds; a SIGINT from elsewhere does
+                # not, and the half-typed line would be glued to the next one.
+                with contextlib.suppress(termios.error, OSError, ValueError):
+                    termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+                (self.note or _write)("\n")
+                yield CANCEL
+                continue
+            yield line
 
 
 def cmd_shell(args: Any) -> int:
     with _session(args) as shell:
         if sys.stdin.isatty():
-            prompt = _Prompt()
+            prompt = _Prompt(_note if args.blocks else None)
             return shell.run(prompt, echo=False, continuing=prompt.continuing, background=True)
         return shell.run(sys.stdin, echo=True)
 

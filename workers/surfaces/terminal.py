@@ -3,7 +3,10 @@
 `taubot shell` and `taubot demo` use it in place of Slack's Web API, so the
 same flows post and edit the same cards; an edit prints the card again,
 marked as an update of the message it replaces. `--blocks` prints the Block
-Kit JSON instead of text (paste it into Slack's Block Kit Builder).
+Kit JSON instead of text: each message's payload as one line of JSON through
+``write_json`` (the shell's stdout: JSON Lines, each pasteable into Slack's
+Block Kit Builder), and what the shell says about it — which message it is,
+its buttons' numbers, a private answer in words — through ``write`` (stderr).
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ class TerminalSurface:
     """Prints through ``write``; keeps every message so updates and presses find them."""
 
     def __init__(self, write: Callable[[str], None], *, blocks_json: bool = False, user: str = "",
-                 files_dir: Path | None = None) -> None:
+                 files_dir: Path | None = None, write_json: Callable[[str], None] | None = None) -> None:
         self.write = write
+        self.write_json = write_json or write  # one line of JSON per message (``blocks_json``)
         self.files_dir = files_dir  # where pictures go; None: a fresh temporary directory, made on first use
         self._status_dirs: dict[tuple[str, str], Path] = {}  # (channel, thread) → its pictures' own folder
         self.blocks_json = blocks_json
@@ -73,19 +77,31 @@ class TerminalSurface:
                                               str((element.get("text") or {}).get("text") or ""))
             return n
 
+        indent = "    " if thread_ts else ""
         if blocks and self.blocks_json:
-            for block in blocks:
-                for element in block.get("elements") or []:
-                    if element.get("type") == "button":
-                        number(element)
-            body = json.dumps({"blocks": blocks}, indent=2, ensure_ascii=False)
-        elif blocks:
+            self._payload(f"{indent}{head}", blocks, number)
+            return
+        if blocks:
             body = blocks_to_text(blocks, number)
         else:
             body = mrkdwn_to_text(text)
-        indent = "    " if thread_ts else ""
         framed = "\n".join(indent + line for line in body.splitlines())
         self.write(f"{indent}{head}\n{framed}\n")
+
+    def _payload(self, head: str, blocks: list[dict[str, Any]],
+                 number: Callable[[dict[str, Any]], int] | None = None) -> None:
+        """``--blocks``: one line saying which message this is (and its buttons' numbers), then the
+        message's own Block Kit payload, compact, as one line of JSON."""
+        pressable: list[dict[str, Any]] = []  # its buttons, and each option of an overflow menu
+        for block in blocks:
+            accessory = block.get("accessory") or {}
+            if accessory.get("type") == "overflow":
+                action = accessory.get("action_id")
+                pressable += [{"action_id": action, **o} for o in accessory.get("options") or []]
+            pressable += [e for e in block.get("elements") or [] if e.get("type") == "button"]
+        numbered = [f"[{number(e)}] {(e.get('text') or {}).get('text') or ''}" for e in pressable if number]
+        self.write(head + (" · buttons: " + "   ".join(numbered) if numbered else "") + "\n")
+        self.write_json(json.dumps({"blocks": blocks}, ensure_ascii=False, separators=(",", ":")) + "\n")
 
     def post(self, channel: str, text: str, blocks: list[dict[str, Any]] | None = None, *,
              thread_ts: str | None = None, paced: float | None = None,
@@ -127,6 +143,9 @@ class TerminalSurface:
         return True
 
     def respond(self, response_url: str, text: str, blocks: list[dict[str, Any]] | None = None) -> bool:
+        if blocks and self.blocks_json:
+            self._payload("(only you)", blocks)
+            return True
         body = blocks_to_text(blocks) if blocks else mrkdwn_to_text(text)
         self.write(f"(only you) {body}\n")
         return True
