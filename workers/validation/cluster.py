@@ -10,7 +10,8 @@ Both run under the caller's impersonated identity and nothing else:
   so only someone whose RBAC allows (privileged) pods in the validation
   namespace can run it; taubot's own identity never creates pods. An access
   review refuses everyone else before any pod exists. Each pod's exit says
-  healthy or the failing check; pods are deleted afterwards.
+  healthy or the failing check, and a pod that never ran to its end says why
+  the node was not validated; pods are deleted afterwards.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ DEFAULT_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
 DEFAULT_COMMAND = "nvidia-smi -L && nvidia-smi -q -d ECC,ROW_REMAPPER && dcgmi diag -r 1"
 OWNER_FIX = ("The node-pool owner reconciles the pool with the profile (labels, taints, device plugin) "
              "or repairs the failing nodes.")
+NOT_VALIDATED = ("No node failed a check, but some could not be validated (each line says why): fix that "
+                 "and validate them again.")
+TERMINAL = ("Succeeded", "Failed")
+QUIET_STREAMS, RESUME_PAUSE_SECONDS = 3, 1.0  # after that many WATCHes ended with no event, pause between
 
 
 def _selector(labels: dict[str, str]) -> str:
@@ -247,12 +252,6 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
     return LayerReport(layer=6, workspace=ws.name, ok=ok, summary=summary, checks=checks,
                        owner=None if ok else "node-pool-owner", transient=None if ok else False,
                        next_action="" if ok else OWNER_FIX if failed else NOT_VALIDATED)
-
-
-NOT_VALIDATED = ("No node failed a check, but some could not be validated (each line says why): fix that "
-                 "and validate them again.")
-TERMINAL = ("Succeeded", "Failed")
-QUIET_STREAMS, RESUME_PAUSE_SECONDS = 3, 1.0  # after that many WATCHes ended with no event, pause between
 
 
 async def _wait(reader: KubeReader, namespace: str, run_id: str, pods: set[str], timeout: float
