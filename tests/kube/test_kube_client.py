@@ -7,22 +7,27 @@ fails here.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pydantic
 import pytest
 import yaml
 from kubernetes_asyncio import client, watch
 
+from bench.emulator_process import DelayingProxy
 from tests.fakes.kube_api import KubeEmulator, RecordedRequest
 from workers.kube.client import (
+    PRECONNECT,
     ClusterTarget,
     Identity,
+    KubeClients,
     make_api_client,
     make_bot_client,
     make_user_client,
@@ -324,3 +329,47 @@ def test_a_warm_pool_takes_the_proxy_the_environment_names_once(monkeypatch: pyt
     assert env_proxy("https://aks-east.hcp.eastus.azmk8s.io:443") == "http://proxy.corp.example:3128"
     assert env_proxy("https://127.0.0.1:6443") is None
     assert env_proxy("https://api.internal.example:6443") is None
+
+
+async def test_a_one_shot_client_opens_connections_ahead_and_its_requests_take_them(emu: KubeEmulator) -> None:
+    """A cold `taubot diagnose` sends its second round at once, wider than its first: each request
+    of it that found no open connection waited a handshake (a round trip, two with TLS) first.
+    The one-shot client opens `PRECONNECT` connections beside the first requests; the server
+    sees them before any request, and requests sent together take them instead of opening more.
+    Counted at a TCP proxy in front of the emulator (bench/emulator_process.py, no delay)."""
+    proxy = DelayingProxy(("127.0.0.1", int(urlsplit(emu.base_url).port or 0)), rtt=0.0)
+    try:
+        api = await KubeClients().user(ClusterTarget(server=f"http://127.0.0.1:{proxy.port}"), ALICE)
+        try:
+            assert await asyncio.to_thread(proxy.wait_for_connections, PRECONNECT, 10)
+            assert emu.requests == [] and proxy.connections == PRECONNECT
+            reader = KubeReader(api)
+            pods = resource_path("", "v1", "pods", NS)
+            answers = await asyncio.gather(*(reader.list(pods) for _ in range(PRECONNECT)))
+            assert all(isinstance(a, list) and len(a) == len(PODS) for a in answers)
+            assert proxy.connections == PRECONNECT  # every request on a connection opened ahead
+            assert_impersonates_alice(emu.requests)
+        finally:
+            await api.close()
+    finally:
+        proxy.close()
+
+
+async def test_a_netrc_entry_for_the_api_server_is_not_sent(emu: KubeEmulator, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """taubot authenticates with the kubeconfig's credentials only: a ~/.netrc naming the API
+    server's host adds no Basic credentials to a user's request (aiohttp's `trust_env` would, and
+    next to a bearer token it refuses the request outright)."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login mallory password hunter2\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    token = tmp_path / "token"
+    token.write_text("bot-token\n")
+    api = await make_user_client(ClusterTarget(server=emu.base_url, token_file=token), ALICE)
+    try:
+        assert isinstance(await KubeReader(api).list(resource_path("", "v1", "pods", NS)), list)
+    finally:
+        await api.close()
+    [request] = emu.requests
+    assert request.header_values("Authorization") == ["Bearer bot-token"]

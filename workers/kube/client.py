@@ -30,6 +30,7 @@ that hook and not the alternatives:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
 import ssl
@@ -44,6 +45,7 @@ from typing import Any
 import aiohttp
 import yaml
 from multidict import CIMultiDict
+from yarl import URL
 
 from workers.contracts.cluster import ClusterTarget
 from workers.contracts.identity import Identity
@@ -62,6 +64,14 @@ class _ImpersonatingRESTClient(rest.RESTClientObject):
     """kubernetes_asyncio's REST client, adding repeated impersonation headers."""
 
     _identity: Identity
+    _opening: asyncio.Future[None] | None = None  # connections opened ahead (`_open_connections`)
+
+    async def close(self) -> None:
+        """Stop opening connections ahead, then close the session (and every connection)."""
+        if self._opening is not None:
+            self._opening.cancel()
+            await asyncio.gather(self._opening, return_exceptions=True)
+        await super().close()
 
     async def request(self, method: str, url: str, query_params: Any = None,
                       headers: Any = None, body: Any = None, post_params: Any = None,
@@ -206,10 +216,16 @@ async def make_api_client(target: ClusterTarget, identity: Identity | None,
 
 
 async def make_user_client(target: ClusterTarget, identity: Identity | None) -> ApiClient:
-    """A client acting as a user; refuses to exist without that user's identity."""
+    """A client acting as a user; refuses to exist without that user's identity. Its session is
+    taubot's (`_own_session`), as a worker's pooled clients' are."""
     if identity is None or not isinstance(identity, Identity) or not identity.user.strip():
         raise ValueError("a user client needs the user's Kubernetes identity")
-    return await make_api_client(target, identity)
+    api = await make_api_client(target, identity)
+    # As many connections as kubernetes_asyncio's own session allows (its Configuration's, 100): a
+    # status reads every rank's log of a 32-rank job at once.
+    await _own_session(api, connections=api.configuration.connection_pool_maxsize,
+                       idle_seconds=POOL_IDLE_SECONDS)
+    return api
 
 
 async def make_bot_client(target: ClusterTarget, pool_size: int | None = None) -> ApiClient:
@@ -223,10 +239,15 @@ class KubeClients:
     for timeouts, retries and pool sizes; tests and the shell hand in their own.
 
     This one opens a client (and its connections) per call: right for a one-shot CLI process;
-    a worker uses `WarmKubeClients`."""
+    a worker uses `WarmKubeClients`. Its user clients open `PRECONNECT` connections beside the
+    first round's own (`_open_connections`): a status's second round goes out at once, wider
+    than its first, and each request of it that found no open connection waited a handshake
+    (a round trip; two with TLS) before it could be sent."""
 
     async def user(self, target: ClusterTarget, identity: Identity) -> ApiClient:
-        return await make_user_client(target, identity)
+        api = await make_user_client(target, identity)
+        _open_connections(api, PRECONNECT)
+        return api
 
     async def bot(self, target: ClusterTarget, pool_size: int | None = None) -> ApiClient:
         return await make_bot_client(target, pool_size)
@@ -241,7 +262,11 @@ def env_proxy(server: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme or "https")
 
 
-POOL_CONNECTIONS = 16  # per cluster and process: a status's widest round is 5 requests, a tick's fewer
+POOL_CONNECTIONS = 16  # per cluster and process: a status's widest round is 8 requests, a tick's fewer
+# Connections a one-shot client opens beside its first round's (4 requests), so that its second
+# round (a waiting Job's: 7) finds them open: 200 ms at 200 ms RTT (bench/bench_cold_cli.py).
+PRECONNECT = 4
+PRECONNECT_SECONDS = 10.0  # an API server that answers no handshake in this long gets no more tries ahead
 # Shorter than the API server's own idle timeout (kube-apiserver closes an idle connection after
 # 90 s; an Azure load balancer in front of AKS after 4 min), so taubot closes first and does not
 # send on a connection the server is closing.
@@ -249,6 +274,49 @@ POOL_IDLE_SECONDS = 30.0
 MAX_CLUSTERS = 16  # pools kept per process; the least recently used one past this is closed
 POOL_MAX_AGE_SECONDS = 600.0  # the kubeconfig (exec tokens, client certificates) is read again this often
 _IDEMPOTENT = frozenset({"GET", "HEAD"})
+
+
+async def _own_session(api: ApiClient, *, connections: int, idle_seconds: float) -> ApiClient:
+    """``api`` with taubot's session in place of the one kubernetes_asyncio's REST client made:
+    at most ``connections`` to the server, idle ones closed after ``idle_seconds``, no cookies,
+    and the environment's proxy for this API server read once. Why not theirs: with `trust_env`
+    aiohttp re-reads the proxy variables and ~/.netrc in a thread on every request — two thread
+    hops before each request is sent, a sixth of a watch tick's CPU — and a netrc entry is never
+    how taubot authenticates (bearer tokens, client certificates). No cookies: a `services/proxy`
+    answer could carry a dashboard's cookie, and it must not ride along with the next request."""
+    cfg = api.configuration
+    await api.rest_client.pool_manager.close()  # opened nothing yet
+    https = cfg.host.startswith("https:")  # a plain-http server (a test's, a proxy's) needs no TLS context
+    connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=idle_seconds,
+                                     ssl=_ssl_context(cfg) if https else True)
+    if not api.rest_client.proxy:
+        api.rest_client.proxy = env_proxy(cfg.host)
+    api.rest_client.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=False, read_bufsize=2**21, cookie_jar=aiohttp.DummyCookieJar())
+    return api
+
+
+def _open_connections(api: ApiClient, count: int) -> None:
+    """Open ``count`` connections to ``api``'s server in the background, left idle in its pool for
+    the requests to come (TCP and TLS handshakes, no request sent); a failure is the requests' to
+    report. Not through a proxy (its CONNECT is per request). The client's close cancels it."""
+    rest_client = api.rest_client
+    session: aiohttp.ClientSession = rest_client.pool_manager
+    if count <= 0 or rest_client.proxy or session.connector is None:
+        return
+    connector = session.connector
+    request = aiohttp.ClientRequest("GET", URL(api.configuration.host), loop=asyncio.get_running_loop(),
+                                    session=session, server_hostname=rest_client.server_hostname)
+
+    async def one() -> None:
+        with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
+            connection = await connector.connect(request, [], aiohttp.ClientTimeout(total=PRECONNECT_SECONDS))
+            connection.release()  # idle in the pool: the next request takes it
+
+    async def all_of_them() -> None:
+        await asyncio.gather(*(one() for _ in range(count)))
+
+    rest_client._opening = asyncio.ensure_future(all_of_them())
 
 
 def _ssl_context(cfg: Configuration) -> ssl.SSLContext:
@@ -365,17 +433,8 @@ class WarmKubeClients(KubeClients):
 
     async def _open(self, target: ClusterTarget) -> _ClusterPool:
         cfg = await _configuration(target)
-        api = ApiClient(configuration=cfg)
-        await api.rest_client.pool_manager.close()  # its own session: replaced by the pool's
-        connector = aiohttp.TCPConnector(limit=self.connections, keepalive_timeout=self.idle_seconds,
-                                         ssl=_ssl_context(cfg))
-        # The environment's proxy for this API server, read once per pool: with `trust_env` aiohttp
-        # re-reads the proxy variables and ~/.netrc (in a thread) on every request, a sixth of a
-        # watch tick's CPU, and a netrc entry is never how taubot authenticates (bearer tokens).
-        if not api.rest_client.proxy:
-            api.rest_client.proxy = env_proxy(cfg.host)
-        api.rest_client.pool_manager = aiohttp.ClientSession(
-            connector=connector, trust_env=False, read_bufsize=2**21, cookie_jar=aiohttp.DummyCookieJar())
+        api = await _own_session(ApiClient(configuration=cfg), connections=self.connections,
+                                 idle_seconds=self.idle_seconds)
         return _ClusterPool(api=api, opened=time.monotonic())
 
     @property
