@@ -1,4 +1,4 @@
-"""Every figure of issues 16 and 28 in one run, side by side: `.venv/bin/python -m bench` (about 25 minutes).
+"""Every figure of issues 16, 28 and 36 in one run, side by side: `.venv/bin/python -m bench` (~25 min).
 
 Each benchmark runs as its own process, one after another (they would skew each other), with its
 output shown as it comes; the table at the end picks each figure out of that output by the line
@@ -38,11 +38,21 @@ BENCHES = (
         r"requests per status: (\d+).*?median ([\d.]+) ms", "{1} ms, {0} requests"),)),
     Bench(("bench.bench_live", "--tls"), (Figure(
         "same, TLS with a named CA", "≤ 140 ms", r"median ([\d.]+) ms", "{0} ms"),)),
-    Bench(("bench.ack_latency",), (
-        Figure("ack, 50 concurrent commands, 1 process", "p99 ≤ 100, p50 ≤ 20 ms",
+    Bench(("bench.ack_latency", "--ack-only"), (
+        Figure("ack, 50 concurrent /tau status, 1 process", "p50 ≤ 20, p99 ≤ 50 ms",
                r"--processes 1, no worker: n=\d+ p50=([\d.]+) ms p99=([\d.]+) ms", "p50 {0}, p99 {1} ms"),
-        Figure("ack, 50 concurrent commands, --processes 2", "p99 ≤ 100, p50 ≤ 20 ms",
+        Figure("  server CPU per ack, 1 process", "—", r"--processes 1, no worker.*?servers ([\d.]+) ms",
+               "{0} ms"),
+        Figure("ack, 50 concurrent /tau status, --processes 2", "p50 ≤ 20, p99 ≤ 50 ms",
                r"--processes 2, no worker: n=\d+ p50=([\d.]+) ms p99=([\d.]+) ms", "p50 {0}, p99 {1} ms"),
+    )),
+    Bench(("bench.bench_cold_cli",), (
+        Figure("cold taubot diagnose live, 0 RTT", "≤ 0.6 s",
+               r"0 RTT\), \d+ processes: median ([\d.]+) s.*?CPU of the process: median ([\d.]+) s",
+               "{0} s wall, {1} s CPU"),
+        Figure("  the same at 200 ms RTT (handshakes counted)", "≤ 4 round trips",
+               r"200 ms RTT, handshakes counted\), \d+ processes: median ([\d.]+) s = ([\d.]+) round trips",
+               "{1} round trips ({0} s)"),
     )),
     Bench((*WATCH, "--pool", "1"), (
         Figure("200 watches at 15 s, one worker process", "≥ 95 % within 2 s of due",
