@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -33,3 +34,14 @@ def write_descriptor(directory: Path, server: str, *, name: str = "vision", name
 def workspace_objects(phase: str = "Ready") -> list[dict]:
     """The platform side of the workspace: TauWorkspace, LocalQueue and PVC blob-training."""
     return [k8s.tau_workspace("vision", phase=phase), k8s.local_queue("team-a"), k8s.pvc()]
+
+
+QUEUE_READS = ("/localqueues/", "/clusterqueues/", "visibility.kueue.x-k8s.io")
+
+
+def own(requests: list[Any]) -> list[Any]:
+    """A status's recorded requests without its queue-position reads (issue 35's, counted by their
+    own tests): the queues, and the Workloads listed beyond the run's own (read by its job-uid
+    label). What layers 1–3 and 5–8 cost, whatever a process knows of the ClusterQueue."""
+    return [r for r in requests if not any(q in r.path for q in QUEUE_READS)
+            and not (r.path.endswith("/workloads") and "labelSelector" not in r.query)]

@@ -29,7 +29,7 @@ from workers.collect.investigate import diagnose_live
 from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
 
-from .conftest import workspace_objects, write_descriptor
+from .conftest import own, workspace_objects, write_descriptor
 
 NOW = k8s.T0 + timedelta(minutes=60)
 ALICE = Identity(user="alice@example.com", groups=("team-vision",))
@@ -120,16 +120,19 @@ async def test_a_progressing_submitter_log_is_progress_at_its_own_time_without_t
     async with KubeEmulator(objects) as emu:
         emu.pod_logs[(k8s.NS, sub_pod["metadata"]["name"], "ray-job-submitter")] = submitter_log(
             job_id, driver_lines(10), 1)
+        serve_driver_log(emu, k8s.NS, service, job_id, "".join(line + "\n" for line in driver_lines(12)))
         report = await status(emu, tmp_path)
         check = report.diagnosis.phase("Runtime progress")
+        # The mirror is fresh: its timed lines are the answer, though the driver log read beside it
+        # (nothing proved the mirror fresh before it was read) holds more lines.
         assert check.state.value == "active" and "at 2026-11-30 10:59:00Z" in check.summary, check
-        assert "unknown" not in check.summary
+        assert "unknown" not in check.summary and "loss 1.55" in check.summary
         assert "log (submitter pod " in " ".join(check.evidence)
-        assert _proxied(emu) == []  # one timed read: no dashboard
-        # The status, one node LIST, one log read, and the `get pods/log` review a status sends with
-        # its pods' round (in case the dashboard is needed: it costs no round of its own); and the
-        # LocalQueue a process that knows no ClusterQueue for it reads in round 1 (issue 35).
-        assert len(emu.requests) == 11
+        # The status, one node LIST, the mirror's read and the driver log's beside it (round 3), and
+        # the `get pods/log` review a status sends with its pods' round; the queue-position reads
+        # (issue 35) aside. With the record of an earlier read the driver log is not read
+        # (tests/live/test_rounds_every_case.py).
+        assert len(own(list(emu.requests))) == 11
 
 
 async def test_a_submitter_that_stopped_following_is_not_taken_for_a_hung_driver(tmp_path: Path) -> None:
@@ -158,15 +161,22 @@ async def test_without_get_pods_log_neither_the_submitter_nor_the_dashboard_is_r
         assert _proxied(emu) == []
 
 
-# +1 in each: the LocalQueue a process that knows no ClusterQueue for it reads in round 1 (issue 35)
-@pytest.mark.parametrize(("quiet_minutes", "expected"), [(1, 12), (30, 16)], ids=["progressing", "quiet mirror"])
-async def test_requests_per_status_with_layers_6_to_8_stay_within_12(tmp_path: Path, quiet_minutes: int,
-                                                                     expected: int) -> None:
+@pytest.mark.parametrize(("quiet_minutes", "expected", "later"), [(1, 12, 11), (30, 15, 15)],
+                         ids=["progressing", "quiet mirror"])
+async def test_requests_per_status_with_layers_6_to_8_stay_within_12(tmp_path: Path, redis_url: str,
+                                                                     quiet_minutes: int, expected: int,
+                                                                     later: int) -> None:
     """Issue 25's figure: a live RayJob status with node health (6), the submitter log and the MLflow
     record (7) and a recovery (8) — the run, its objects, one node LIST, one log read, the log's and
-    the record's access reviews; a mirror quiet past the threshold adds one read of the driver log,
-    and the stall it shows adds the driver's stack (issue 40, SPEC §5c): the head proxy's access
-    review, the job's details and the dashboard's py-spy traceback — three requests."""
+    the record's access reviews: 11. With no record of an earlier read, nothing proves the mirror
+    fresh, so the driver log's read goes beside it (issue 36.2: never a fourth round for a quiet or
+    empty mirror): 12. A quiet mirror's stall adds the driver's stack (issue 40, SPEC §5c): the
+    head proxy's access review, the job's details and the dashboard's py-spy traceback — 15; the
+    next status sends them with the log, in the same count. The queue-position reads (issue 35)
+    are not counted here."""
+    from redis import Redis
+
+    seen = Redis.from_url(redis_url)
     objects, sub_pod, service, job_id = ray_run()
     lines = driver_lines(10)
     with running_fake_mlflow() as mlflow:
@@ -181,10 +191,14 @@ async def test_requests_per_status_with_layers_6_to_8_stay_within_12(tmp_path: P
             doc = yaml.safe_load(path.read_text())
             doc["spec"]["experiments"] = {"mlflow": {"uri": mlflow.base_url}}
             path.write_text(yaml.safe_dump(doc))
-            report = await diagnose_live(load_descriptors(tmp_path), run=RUN, identity=ALICE, now=NOW,
-                                         workspace="vision")
-            d = report.diagnosis
-            assert [c.name for c in d.checks] == ["GPU/node health", "Runtime progress", "Durable evidence"]
-            assert d.recovery is not None
-            assert len(emu.requests) == report.requests == expected, [r.path for r in emu.requests]
-            print(f"requests per status, layers 6-8, RayJob ({quiet_minutes} min quiet): {report.requests}")
+            for figure, now in ((expected, NOW), (later, NOW + timedelta(minutes=1))):
+                emu.clear_requests()
+                report = await diagnose_live(load_descriptors(tmp_path), run=RUN, identity=ALICE, now=now,
+                                             workspace="vision", seen=seen)
+                d = report.diagnosis
+                assert [c.name for c in d.checks] == ["GPU/node health", "Runtime progress", "Durable evidence"]
+                assert d.recovery is not None
+                assert report.requests == len(emu.requests), [r.path for r in emu.requests]
+                assert len(own(list(emu.requests))) == figure, [r.path for r in emu.requests]
+                print(f"requests per status, layers 6-8, RayJob ({quiet_minutes} min quiet): {report.requests}")
+    seen.close()

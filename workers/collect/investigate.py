@@ -47,6 +47,7 @@ from workers.collect.kueue_forecast import (
     with_preemption,
     with_preemptor,
 )
+from workers.collect.logs.ahead import ReadAhead
 from workers.collect.logs.seen import SeenStore, remember
 from workers.collect.logs.sources import LogAccess, log_evidence, with_driver_stack
 from workers.collect.plan import ReadPlan
@@ -396,23 +397,32 @@ def reads_driver_log(objs: RunObjects, now: datetime) -> bool:
 async def layer7_evidence(reader: KubeReader, ws: WorkspaceConnection, objs: RunObjects, now: datetime, *,
                           timeout: float, mlflow_token: str | None,
                           mlflow_auth: MlflowAuth | None = None, seen: SeenStore | None = None,
-                          access: LogAccess | None = None, stall_seconds: int = DEFAULT_STALL_SECONDS
+                          access: LogAccess | None = None, stall_seconds: int = DEFAULT_STALL_SECONDS,
+                          ahead: ReadAhead | None = None
                           ) -> tuple[LogEvidence | None, ExperimentEvidence | None]:
     """The log (one bounded read) once the run's main process has started, and the experiment
     record when the workspace names a store — the latter read with the bot's token, so only after
     the user's access review for `get` on the run itself. ``access``: the `get pods/log` review,
-    when the caller sent it early."""
+    when the caller sent it early; ``ahead``: the reads that depend on the log, sent with it when
+    the last read of the run or round 2's objects call for them (workers/collect/logs/ahead.py),
+    and what this read finds, kept for the next."""
     if objs.run is None or not main_started(RunContext(objs=objs, now=now)):
         return None, None
     kusto = ws.spec.logs.kusto if ws.spec.logs else None
     uid = (objs.run.get("metadata") or {}).get("uid")
 
     async def logs_read() -> LogEvidence:
+        if ahead is not None and access is not None:
+            ahead.start_stack(objs, access.answer)  # with the log, if the last read found the driver waiting
         read = await log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, access=access,
-                                  stall_seconds=stall_seconds, ranks=True)  # every rank's tail (SPEC §5c)
+                                  stall_seconds=stall_seconds, ranks=True,  # every rank's tail (SPEC §5c)
+                                  ahead=ahead)
         read = remember(seen, uid, read, now)
-        return await with_driver_stack(reader, objs, read, now=now, stall_seconds=stall_seconds,
-                                       access=access)
+        read = await with_driver_stack(reader, objs, read, now=now, stall_seconds=stall_seconds,
+                                       access=access, ahead=ahead)
+        if ahead is not None:
+            ahead.keep(objs)
+        return read
 
     logs_call = logs_read()
     store = ws.spec.experiments
@@ -493,17 +503,22 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
     # The driver log may be read only after the user's `get pods/log` review allowed it; sent
     # with round 2 (the pods), the read itself joins round 3 instead of adding two (issue 28).
     log_access = LogAccess(reader, ns)
+    # What the last read of the run found sends the log's dependent reads with it (issue 36.2).
+    ahead = ReadAhead(reader, seen, now, stall_seconds)
 
     def on_run(objs: RunObjects) -> None:
-        if layer7 and reads_driver_log(objs, now):
+        driver_log = layer7 and reads_driver_log(objs, now)
+        if driver_log:
             log_access.start()
+        if layer7:
+            ahead.recall(objs, driver_log=driver_log)
 
     async def nodes_and_evidence(objs: RunObjects) -> tuple[Any, Any]:
         none: tuple[Any, Any] = (None, None)
         nodes_call = read_nodes(reader, objs) if plan.nodes_health and objs.pods else _value(none)
         evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout, mlflow_token=None,
                                         mlflow_auth=mlflow_auth, seen=seen,
-                                        access=log_access, stall_seconds=stall_seconds
+                                        access=log_access, stall_seconds=stall_seconds, ahead=ahead,
                                         ) if layer7 else _value(none)
         return tuple(await asyncio.gather(nodes_call, evidence_call))  # type: ignore[return-value]
 
@@ -547,6 +562,7 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
                                   queue_unless=queue_memo.workload_version if queue_memo else None)
     finally:
         await log_access.settle()
+        await ahead.settle()
         if first_queue is not None:
             if first_queue.done() and not first_queue.cancelled() and first_queue.exception() is None:
                 CLUSTER_QUEUE_NAMES.learn(cluster, ns, ws.spec.localQueue, first_queue.result(), shared=seen)

@@ -17,6 +17,7 @@ sets — the timed jobs' due and leased sets (`workers/plumbing/timed_jobs.py`) 
 | parent message | `taubot:parent:<job id>` | status job | its retries, failure callback |
 | operator access | `taubot:operator-access:<scope>:<digest>` | operator review | operator review |
 | first sighting of a log | `taubot:log-seen:<run uid>` | layer 7 | layer 7 |
+| what the last log read found | `taubot:last-read:<run uid>` | layer 7 | layer 7 (what to send early) |
 | LocalQueue → ClusterQueue | `taubot:cq-of:<digest>` | queue read | queue read |
 | stall monitor | `taubot:monitor:…` (rec, group, posted, claim, lease, log-checked) | monitor | monitor |
 | mute | `taubot:monitor:mute:…`, `taubot:monitor:mute-record:<id>` | Mute press, monitor | monitor, Mute |
@@ -101,11 +102,16 @@ def parent_key(job_id: str) -> str:
 # -- reads the collect layer remembers
 OPERATOR_ACCESS = "taubot:operator-access:"
 LOG_SEEN = "taubot:log-seen:"
+LAST_READ = "taubot:last-read:"  # + the run's uid: what its last layer-7 read found (logs/memory.py)
 CLUSTER_QUEUE_OF = "taubot:cq-of:"  # + a digest of (cluster, namespace, LocalQueue): the ClusterQueue's name
 
 
 def log_seen_key(run_uid: str) -> str:
     return LOG_SEEN + run_uid
+
+
+def last_read_key(run_uid: str) -> str:
+    return LAST_READ + run_uid
 
 
 def cluster_queue_of_key(digest: str) -> str:

@@ -20,6 +20,7 @@ stripped of control characters and redacted before the engine sees it, as the ru
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from workers.diagnosis.culprit import pod_rank
@@ -124,17 +125,21 @@ async def _one(reader: KubeReader, namespace: str, pod: dict) -> PodLog:
     return PodLog(pod=name, truncated=older or clipped, lines=kept)
 
 
-def needs_ranks(objs: RunObjects, main: LogEvidence, now: datetime, stall_seconds: int) -> bool:
-    """Whether the run's own log calls for every rank's: its Runtime progress check (the engine's
-    own judgement of that log) is a warning — a hang or crash signature, a failed run, no
-    progress past the stall threshold — of a distributed Job (two or more started pods), none
+def distributed(objs: RunObjects) -> bool:
+    """A distributed Job whose ranks' logs a culprit may come from: two or more started pods, none
     of whose containers waits (a crash loop is Container start's answer, read from its pod)."""
     pods = rank_pods(objs)
     if objs.kind != "Job" or len(pods) < 2:
         return False
-    if any(c.waiting_reason for p in pods for c in containers(p, init=False) if not c.terminated):
-        return False  # a container waiting (crash loop, image, creation) is layer 5's answer, not a rank's
-    return stalled(objs, main, now, stall_seconds)
+    # a container waiting (crash loop, image, creation) is layer 5's answer, not a rank's
+    return not any(c.waiting_reason for p in pods for c in containers(p, init=False) if not c.terminated)
+
+
+def needs_ranks(objs: RunObjects, main: LogEvidence, now: datetime, stall_seconds: int) -> bool:
+    """Whether the run's own log calls for every rank's: its Runtime progress check (the engine's
+    own judgement of that log) is a warning — a hang or crash signature, a failed run, no
+    progress past the stall threshold — of a `distributed` Job."""
+    return distributed(objs) and stalled(objs, main, now, stall_seconds)
 
 
 def stalled(objs: RunObjects, main: LogEvidence, now: datetime, stall_seconds: int) -> bool:
@@ -143,16 +148,43 @@ def stalled(objs: RunObjects, main: LogEvidence, now: datetime, stall_seconds: i
     return check is not None and check.state is PhaseState.WARNING
 
 
-async def read_rank_logs(reader: KubeReader, objs: RunObjects) -> tuple[list[PodLog], str | None]:
+def tail_of(pod: str, lines: list[tuple[str | None, str]], older: bool) -> PodLog:
+    """A rank's tail from a longer read of the same pod's log (the run's own log, `tailLines`
+    2,000): its last `RANK_LINES` lines, cut after `RANK_BYTES` as the API server's `limitBytes`
+    cuts (the first bytes of the tail, so a cut pod is marked truncated). The lines were already
+    stripped and redacted by that read."""
+    kept, size, clipped = [], 0, False
+    for time, text in lines[-RANK_LINES:]:
+        size += len(f"{time or ''} {text}\n".encode("utf-8", errors="replace"))
+        if size > RANK_BYTES:
+            clipped = True
+            break
+        kept.append((time, text))
+    return PodLog(pod=pod, truncated=older or len(lines) > RANK_LINES or clipped, lines=kept)
+
+
+async def read_rank_logs(reader: KubeReader, objs: RunObjects, *, have: str | None = None,
+                         known: Callable[[], Awaitable[PodLog | None]] | None = None
+                         ) -> tuple[list[PodLog], str | None]:
     """Every rank's tail in one concurrent round, and the sampling note (None when all were read).
-    Not a distributed run (fewer than two started pods): nothing is read."""
+    Not a distributed run (fewer than two started pods): nothing is read. The pod ``have`` is not
+    read again when ``known`` gives its tail (`tail_of` the run's own log of it: one request less);
+    when that read failed, it is read like the others."""
     pods, note = sample(rank_pods(objs))
     if not pods:
         return [], None
     namespace = objs.namespace or ""
-    logs = await asyncio.gather(*(_one(reader, namespace, p) for p in pods))
+
+    async def one(pod: dict) -> PodLog:
+        if known is not None and pod_name(pod) == have:
+            got = await known()
+            if got is not None:
+                return got
+        return await _one(reader, namespace, pod)
+
+    logs = await asyncio.gather(*(one(p) for p in pods))
     return list(logs), note
 
 
-__all__ = ["MAX_PODS", "RANK_BYTES", "RANK_LINES", "needs_ranks", "rank_pods", "read_rank_logs", "sample",
-           "stalled"]
+__all__ = ["MAX_PODS", "RANK_BYTES", "RANK_LINES", "distributed", "needs_ranks", "rank_pods",
+           "read_rank_logs", "sample", "stalled", "tail_of"]

@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from workers.config.workspaces import KustoLogs, Registry, ResolutionFailure
 from workers.contracts.identity import Identity
 from workers.diagnosis.linkage import RunObjects, labels, meta
-from workers.diagnosis.models import LogEvidence, PhaseState
+from workers.diagnosis.models import LogEvidence, PhaseState, PodLog
 from workers.diagnosis.phases.common import RunContext
 from workers.diagnosis.podfacts import containers, pod_name
 from workers.diagnosis.progress import strip_ansi
@@ -46,10 +46,12 @@ from workers.kube.client import KubeClients
 from workers.kube.reader import KubeReader, ReadError, proxy_path, resource_path
 from workers.outside.text import redact, strip_controls
 
+from .ahead import ReadAhead
 from .kusto import KustoRefused, query_logs
+from .memory import DriverProcess
 from .model import DEFAULT_TAIL, LogLine, LogsResult, last_lines
-from .ranks import needs_ranks, read_rank_logs
-from .stack import driver_stack
+from .ranks import needs_ranks, read_rank_logs, tail_of
+from .stack import driver_stack, dump, refused
 
 WAITING_REASONS = ("progress.stalled", "progress.hang")  # the driver lives and does not advance
 
@@ -487,10 +489,10 @@ def _last_text(lines: list[LogLine]) -> str | None:
     return next((line.text.strip() for line in reversed(lines) if line.text.strip()), None)
 
 
-def _quiet_since(lines: list[LogLine], now: datetime, seconds: int) -> bool:
-    """The newest line is older than ``seconds``: the mirror may have stopped, not the driver."""
-    newest = next((parse_time(line.time) for line in reversed(lines) if line.time), None)
-    return newest is not None and (now - newest).total_seconds() > seconds
+def _newest(lines: list[LogLine]) -> datetime | None:
+    """The newest line's time (a mirror older than the stall threshold may have stopped, not the
+    driver)."""
+    return next((t for line in reversed(lines) if line.time and (t := parse_time(line.time))), None)
 
 
 def head_pod_ip(objs: RunObjects) -> str | None:
@@ -505,17 +507,39 @@ def head_pod_ip(objs: RunObjects) -> str | None:
 
 async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs | None, now: datetime,
                        timeout: float = 10.0, tail: int = PROGRESS_TAIL, access: LogAccess | None = None,
-                       stall_seconds: int = DEFAULT_STALL_SECONDS, ranks: bool = False) -> LogEvidence:
+                       stall_seconds: int = DEFAULT_STALL_SECONDS, ranks: bool = False,
+                       ahead: ReadAhead | None = None) -> LogEvidence:
     """The run's log (`_log_evidence`) and, with ``ranks``, every rank's tail of a distributed run
-    (`ranks.read_rank_logs`, SPEC §5c) — read in one more round, and only when the run's log
-    calls for a culprit (a hang or crash signature, a failed run, no progress past the stall
-    threshold): a healthy run's status costs what it did."""
-    main = await _log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, tail=tail,
-                               access=access, stall_seconds=stall_seconds)
-    if not ranks or not needs_ranks(objs, main, now, stall_seconds):
-        return main
-    per_pod, sampled = await read_rank_logs(reader, objs)
-    if not per_pod:
+    (`ranks.read_rank_logs`, SPEC §5c) — only when the run's log calls for a culprit (a hang or
+    crash signature, a failed run, no progress past the stall threshold): a healthy run's status
+    costs what it did. The ranks are read after the log (one round more) unless ``ahead`` sends
+    them with it (a status: `ReadAhead.ranks_with_log`); the pod whose log is the run's own is
+    not read twice (`ranks.tail_of`). Without ``ahead`` (the monitor) nothing goes early."""
+    main_pods = [p for p in objs.pods if not objs.is_ray_pod(p)] if objs.kind == "Job" else []
+    expected = pod_name(order_pods(main_pods)[0]) if main_pods else None
+    read = asyncio.ensure_future(_log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, tail=tail,
+                                               access=access, stall_seconds=stall_seconds, ahead=ahead))
+
+    async def own_tail() -> PodLog | None:
+        main, result = await read
+        if result.pod is None or result.pod != expected or main.unavailable is not None:
+            return None
+        return tail_of(result.pod, main.lines, result.truncated)
+
+    early = None
+    if ranks and ahead is not None and ahead.ranks_with_log(objs):
+        early = asyncio.ensure_future(read_rank_logs(reader, objs, have=expected, known=own_tail))
+    main, _result = await read
+    wanted = ranks and needs_ranks(objs, main, now, stall_seconds)
+    if ahead is not None and objs.kind == "Job":
+        ahead.waiting = wanted
+    if early is not None:
+        per_pod, sampled = await early  # sent with the log: used only when the log calls for them
+    elif wanted:
+        per_pod, sampled = await read_rank_logs(reader, objs, have=expected, known=own_tail)
+    else:
+        per_pod, sampled = [], None
+    if not wanted or not per_pod:
         return main
     return main.model_copy(update={"ranks": per_pod, "ranks_sampled": sampled})
 
@@ -533,20 +557,45 @@ def driver_waits(objs: RunObjects, logs: LogEvidence, now: datetime, stall_secon
 
 async def with_driver_stack(reader: KubeReader, objs: RunObjects, logs: LogEvidence, *, now: datetime,
                             stall_seconds: int = DEFAULT_STALL_SECONDS,
-                            access: LogAccess | None = None) -> LogEvidence:
-    """A stalled RayJob's log with its driver's stack (`stack.driver_stack`, SPEC §5c): read only
-    when the engine's check of that log is a warning — after the first-sighting record
-    (`seen.remember`) is applied, since the dashboard's lines carry no time of their own."""
-    if objs.kind != "RayJob" or logs.unavailable is not None \
-            or not driver_waits(objs, logs, now, stall_seconds):
+                            access: LogAccess | None = None, ahead: ReadAhead | None = None) -> LogEvidence:
+    """A stalled RayJob's log with its driver's stack (`stack.driver_stack`, SPEC §5c): shown only
+    when the engine's check of this log is a hang or stall — after the first-sighting record
+    (`seen.remember`) is applied, since the dashboard's lines carry no time of their own. What
+    ``ahead`` sent with the log is used when it still holds: the dump of the process the last read
+    found, when this read's details name the same one; else the dump follows those details."""
+    waits = (objs.kind == "RayJob" and logs.unavailable is None
+             and driver_waits(objs, logs, now, stall_seconds))
+    early = await ahead.early_stack() if ahead is not None else None
+    if ahead is not None and objs.kind == "RayJob":
+        ahead.waiting = waits
+        found = early.process if early is not None else None
+        ahead.driver = found if isinstance(found, DriverProcess) else None
+    if not waits:
         return logs
-    frames, why = await driver_stack(reader, objs, logs_allowed=await access.answer() if access else None)
+    allowed = await access.answer() if access else await _review(reader, objs)
+    if early is None:
+        frames, why, process = await driver_stack(reader, objs, logs_allowed=allowed)
+    elif isinstance(early.process, str):
+        frames, why, process = [], early.process, None
+    elif early.dumped is not None and early.dumped_for == early.process:
+        (frames, why), process = early.dumped, early.process
+    else:  # the details came with the log; the dump of the process they name follows
+        process = early.process
+        why = refused(await ahead.proxy_answer(objs) if ahead else False, allowed)
+        frames, why = await dump(reader, objs, process) if why is None else ([], why)
+    if ahead is not None:
+        ahead.driver = process
     return logs.model_copy(update={"driver_stack": frames, "driver_stack_unavailable": why})
+
+
+async def _review(reader: KubeReader, objs: RunObjects) -> bool | ReadError:
+    return await reader.access_review("get", "pods", "", namespace=objs.namespace or "", subresource="log")
 
 
 async def _log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs | None, now: datetime,
                         timeout: float = 10.0, tail: int = PROGRESS_TAIL, access: LogAccess | None = None,
-                        stall_seconds: int = DEFAULT_STALL_SECONDS) -> LogEvidence:
+                        stall_seconds: int = DEFAULT_STALL_SECONDS, ahead: ReadAhead | None = None
+                        ) -> tuple[LogEvidence, LogsResult]:
     """The run's log for the Runtime progress check of a live status, from what the status
     already read (the run, its pods): one dashboard or pod-log read, else ADX. ``access``: the
     status's `get pods/log` review, already under way.
@@ -554,34 +603,55 @@ async def _log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLog
     A RayJob's timed source is its submitter pod's log (SPEC §11); the dashboard is read when
     there is none, or when that log has been quiet for ``stall_seconds`` and the dashboard's
     driver log has moved past it (`ray job logs -f` sporadically stops following,
-    ray-project/ray#51601): a stopped mirror is never taken for a hung driver."""
+    ray-project/ray#51601): a stopped mirror is never taken for a hung driver. ``ahead`` sends
+    the dashboard's read with the submitter's when the mirror may be quiet or empty
+    (`ReadAhead.dashboard_with_mirror`), and learns the mirror's newest line."""
     result = LogsResult(run=objs.name, namespace=objs.namespace, kind=objs.kind)
     access, main_pods = access or LogAccess(reader, objs.namespace or ""), list[dict]()
     done = False
     if objs.kind == "RayJob" and objs.run is not None:
-        head_ip = head_pod_ip(objs)
-        done = await _from_submitter(reader, result, objs, tail, access)
-        if done and _quiet_since(result.lines, now, stall_seconds):
-            driver = LogsResult(run=objs.name, namespace=objs.namespace, kind=objs.kind)
-            if (await _from_dashboard(reader, driver, objs.run, tail, access, head_ip=head_ip)
-                    and _last_text(driver.lines) != _last_text(result.lines)):
-                result = driver
-        if not done:
-            done = await _from_dashboard(reader, result, objs.run, tail, access, head_ip=head_ip)
+        result, done = await _driver_output(reader, objs, result, tail, access, now, stall_seconds, ahead)
     elif objs.kind == "Job":
         main_pods = [p for p in objs.pods if not objs.is_ray_pod(p)]
         done = await _from_pods(reader, result, objs.name, tail, False, pods=main_pods)
     if not done:
         done = await _from_kusto(result, kusto, objs.run, main_pods, access, tail, now, timeout)
     if not done:
-        return LogEvidence(unavailable="; ".join(result.unavailable) or "no log source answered")
+        return LogEvidence(unavailable="; ".join(result.unavailable) or "no log source answered"), result
     # Secrets are redacted here, before the engine sees a line: a crash line it quotes as evidence
     # reaches cards, Details and handoffs. Controls go first (a colour code inside a token would
     # hide it from every rule); the `\r` redraws stay, since the parser splits on them.
     source = (f"submitter pod {result.pod}" if result.source == "pod" and objs.kind == "RayJob"
               else result.source)
     return LogEvidence(lines=[(line.time, _clean_kept_redraws(line.text)) for line in result.lines],
-                       source=source)
+                       source=source), result
+
+
+async def _driver_output(reader: KubeReader, objs: RunObjects, result: LogsResult, tail: int,
+                         access: LogAccess, now: datetime, stall_seconds: int, ahead: ReadAhead | None
+                         ) -> tuple[LogsResult, bool]:
+    """A RayJob's driver output: the submitter's mirror, else (or past a quiet mirror) the dashboard."""
+    rayjob = objs.run or {}
+    head_ip, submitter = head_pod_ip(objs), submitter_pod(objs)
+    driver = LogsResult(run=objs.name, namespace=objs.namespace, kind=objs.kind)
+
+    def read_dashboard() -> asyncio.Future[bool]:
+        return asyncio.ensure_future(_from_dashboard(reader, driver, rayjob, tail, access, head_ip=head_ip))
+
+    dashboard = read_dashboard() if ahead is not None and ahead.dashboard_with_mirror(submitter) else None
+    done = await _from_submitter(reader, result, objs, tail, access)
+    newest = _newest(result.lines) if done else None
+    if ahead is not None and done and result.pod and newest is not None:
+        ahead.mirror = (result.pod, newest)
+    quiet = newest is not None and (now - newest).total_seconds() > stall_seconds
+    if dashboard is None and (quiet or not done):  # not sent ahead: read it now
+        dashboard = read_dashboard()
+    answered = await dashboard if dashboard is not None else False
+    if done:  # a quiet mirror gives way only to a driver log that moved past it
+        moved = quiet and answered and _last_text(driver.lines) != _last_text(result.lines)
+        return (driver, True) if moved else (result, True)
+    driver.unavailable[:0] = result.unavailable  # the submitter's reasons first, as tried
+    return driver, answered
 
 
 def _clean_kept_redraws(text: str) -> str:
