@@ -19,11 +19,14 @@ channel's worth of `/tau` at a stand-up) and a dropped SYN costs a 1-second
 retransmit out of a 3-second ack budget.
 
 Why few dispatch threads, and processes (`--processes N`) to go wider: an ack is
-CPU-bound (about 0.3 ms on its thread — rq's enqueue and its Redis round trip are
-half of it, the audit line and the parse the rest — and 0.15 ms of aiohttp's on the loop)
-and one process has one interpreter lock. With 32 threads a burst of 50
+CPU-bound (about 0.25 ms on its thread — rq's enqueue and its Redis round trip are
+most of it, the parse and the signature the rest; the audit line is written after
+the burst, `log_after_the_burst` — and 0.15 ms of aiohttp's on the loop) and one
+process has one interpreter lock. With 32 threads a burst of 50
 was served side by side and every ack came late (p50 49 ms, the p99 of the
-burst); with 4 the acks come out roughly in arrival order (p50 30 ms). Two
+burst); with 4 the acks come out roughly in arrival order (p50 30 ms); `/tau` now
+has threads of its own (`SLASH_THREADS`: fewer turns at the lock, and no press
+waiting on Slack ahead of it), presses and events keep the 4. Two
 processes, each with its own socket on the port (SO_REUSEPORT, so the kernel
 spreads connections evenly), halve the queue: p50 16 ms, p99 27 ms
 (bench/ack_latency.py, 2 cores). Gunicorn's pre-fork, measured too, shares one
@@ -32,15 +35,17 @@ threads are safe because the ack budget runs from the request's arrival
 (`ARRIVED` in the request context): a command that queued behind stalled ones
 answers "still working" at once. The event loop keeps each command's deadline
 (`AckDeadline`): the listener authorizes and enqueues on its dispatch thread,
-and should it still be at it when the budget is spent, the loop answers
-"still working" itself — so an ack crosses threads twice, not four times.
+and should it still be at it — or not have reached it — when the budget is spent,
+the loop answers "still working" itself — so an ack crosses threads twice, not four times.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import logging.handlers
 import os
+import queue
 import signal
 import socket
 import sys
@@ -56,6 +61,7 @@ from slack_bolt.request import BoltRequest
 
 from bot.app import FrontEnd
 from bot.commands import ACK_BUDGET_SECONDS, ARRIVED, DEADLINE, STILL_WORKING, AckDeadline
+from bot.slash import SlashCommands
 from workers.plumbing.health_http import HEALTH_PATH, METRICS_PATH, READY_PATH, Ready, answer
 
 log = logging.getLogger(__name__)
@@ -64,6 +70,13 @@ EVENTS_PATH = "/slack/events"
 # Slack's largest payloads (a block_actions press echoing a 50-block card) are tens of kB.
 MAX_BODY_BYTES = 1024 * 1024
 DISPATCH_THREADS = 4
+# `/tau` acks have threads of their own: a press's listener — which may wait on Slack — never holds
+# a command's ack. Two, not more: an ack is CPU-bound, so more threads only take turns at the
+# interpreter lock (with 4 shared ones a burst's acks cost 0.8 ms of CPU each, with these 0.6-0.65;
+# 1 and 2 measured alike), and the second keeps commands moving while one waits on Slack for an
+# email-mapped user's identity. A command still waiting for a thread when its budget is spent is
+# answered "still working" by the loop; the thread then hands it to `TauCommands`' own pool.
+SLASH_THREADS = 2
 BACKLOG = 128
 
 
@@ -94,24 +107,27 @@ def _to_aiohttp(response: BoltResponse) -> web.Response:
     return web.Response(status=response.status, body=body, headers=headers)
 
 
-def _answer(front: FrontEnd, body: str, query: str, headers: CIMultiDictProxy[str], arrived: float,
-            deadline: AckDeadline) -> web.Response:
-    """The answer to one request, on a dispatch thread: a signed `/tau` by its own path
-    (`bot/slash.py`), anything else by Bolt."""
-    if front.slash is not None:
-        ack = front.slash.answer(body, headers, arrived=arrived, deadline=deadline)
-        if ack is not None:
-            return web.Response(status=ack.status, body=ack.body, headers={"Content-Type": ack.content_type})
+def _bolt_answer(front: FrontEnd, body: str, query: str, headers: CIMultiDictProxy[str], arrived: float,
+                 deadline: AckDeadline) -> web.Response:
+    """Bolt's answer to one request (anything but a signed `/tau`), on a dispatch thread."""
     bolt_request = BoltRequest(body=body, query=query,
                                headers={k.lower(): headers.getall(k) for k in headers},
                                context={ARRIVED: arrived, DEADLINE: deadline})
     return _to_aiohttp(front.bolt.dispatch(bolt_request))
 
 
+def _slash_answer(slash: SlashCommands, payload: dict[str, str], arrived: float,
+                  deadline: AckDeadline) -> web.Response:
+    """A signed `/tau`'s ack (`bot/slash.py`), on the commands' thread."""
+    ack = slash.answer(payload, arrived=arrived, deadline=deadline)
+    return web.Response(status=ack.status, body=ack.body, headers={"Content-Type": ack.content_type})
+
+
 def web_app(front: FrontEnd, ready: Ready | None = None, *,
             threads: int = DISPATCH_THREADS) -> web.Application:
     """The aiohttp application: Slack's requests on `/slack/events`, health and metrics beside it."""
     executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bolt-http")
+    slash_executor = ThreadPoolExecutor(max_workers=SLASH_THREADS, thread_name_prefix="tau-ack")
 
     async def events(request: web.Request) -> web.StreamResponse:
         refused = _refuse_early(request)
@@ -124,15 +140,24 @@ def web_app(front: FrontEnd, ready: Ready | None = None, *,
         arrived = time.monotonic()
         body = (await request.read()).decode("utf-8", errors="replace")
         deadline = AckDeadline(arrived + ACK_BUDGET_SECONDS)
-        dispatched = asyncio.get_running_loop().run_in_executor(
-            executor, _answer, front, body, request.query_string, request.headers, arrived, deadline)
+        loop = asyncio.get_running_loop()
+        command = front.slash.accepts(body, request.headers) if front.slash is not None else None
+        if command is not None:
+            dispatched = loop.run_in_executor(slash_executor, _slash_answer, front.slash, command, arrived,
+                                              deadline)
+        else:
+            dispatched = loop.run_in_executor(executor, _bolt_answer, front, body, request.query_string,
+                                              request.headers, arrived, deadline)
         try:
             left = max(0.0, deadline.at - time.monotonic())
             return await asyncio.wait_for(asyncio.shield(dispatched), left)
         except TimeoutError:
-            if deadline.expire():  # a command still authorizing or enqueueing: Slack hears now
+            # A command still authorizing or enqueueing, or one its thread has not reached (the thread
+            # then answers "still working" at once, unheard, and its outcome goes to response_url):
+            # Slack hears now. Anything else is Bolt's listener's to answer, whenever it does.
+            if deadline.expire() or command is not None:
                 return web.json_response(STILL_WORKING.ack_kwargs())
-            return await dispatched  # the listener had not started: it answers at once itself
+            return await dispatched
 
     async def health(request: web.Request) -> web.StreamResponse:
         status, content_type, body = answer(request.path, ready=ready)
@@ -140,6 +165,7 @@ def web_app(front: FrontEnd, ready: Ready | None = None, *,
 
     async def stop_executor(_app: web.Application) -> None:
         executor.shutdown(wait=False, cancel_futures=True)
+        slash_executor.shutdown(wait=False, cancel_futures=True)
 
     application = web.Application(client_max_size=MAX_BODY_BYTES)
     application.router.add_route("*", EVENTS_PATH, events)
@@ -154,8 +180,8 @@ class BackgroundServer:
     the same application as `serve http`."""
 
     def __init__(self, front: FrontEnd, host: str = "127.0.0.1", port: int = 0,
-                 ready: Ready | None = None) -> None:
-        self.application = web_app(front, ready)
+                 ready: Ready | None = None, *, threads: int = DISPATCH_THREADS) -> None:
+        self.application = web_app(front, ready, threads=threads)
         self.host, self.port = host, port
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="taubot-http", daemon=True)
@@ -204,8 +230,62 @@ def _run(front: FrontEnd, host: str, port: int, ready: Ready | None, *, reuse_po
     def listening(_banner: str) -> None:  # aiohttp calls this once the socket is bound
         log.info("taubot listening on http://%s:%s%s (pid %s)", host, port, EVENTS_PATH, os.getpid())
 
-    web.run_app(web_app(front, ready), host=host, port=port, backlog=BACKLOG, access_log=None,
-                print=listening, handle_signals=True, reuse_port=reuse_port or None)
+    stop_logging = log_after_the_burst()  # in this process: after a fork, its thread is its own
+    try:
+        web.run_app(web_app(front, ready), host=host, port=port, backlog=BACKLOG, access_log=None,
+                    print=listening, handle_signals=True, reuse_port=reuse_port or None)
+    finally:
+        stop_logging()
+
+
+# How long the log's writer lets a burst of acks go first (each command's audit line is written then).
+LOG_DELAY_SECONDS = 0.05
+
+
+class _SameRecord(logging.handlers.QueueHandler):
+    """Queues each record as it is: the queue is this process's own, so nothing needs pickling,
+    and the handlers behind it redact and format the record exactly as they would have."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record
+
+
+class _AfterTheBurst(logging.handlers.QueueListener):
+    """Writes the queued records; the first one after a quiet spell waits `LOG_DELAY_SECONDS`."""
+
+    _quiet = True
+
+    def dequeue(self, block: bool) -> logging.LogRecord:
+        record: logging.LogRecord = self.queue.get(block)
+        if self._quiet:
+            time.sleep(LOG_DELAY_SECONDS)
+        self._quiet = self.queue.empty()
+        return record
+
+
+def log_after_the_burst() -> Callable[[], None]:
+    """Put the root logger's handlers behind a queue written by a thread of its own; the function
+    that writes what is left and puts them back.
+
+    Why: every `/tau` ack logs its audit line, and redacting, formatting and writing it was a
+    sixth of what the ack did on its thread (bench/ack_latency.py under py-spy) — paid again, in a
+    burst, by each command queued behind it. Queued, it costs the ack a record; the writer waits
+    `LOG_DELAY_SECONDS` after a quiet spell, so a burst's lines are written after its acks. A line
+    is never lost on a clean exit (SIGTERM: aiohttp returns, this writes the rest)."""
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    if not handlers:
+        return lambda: None
+    lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    writer = _AfterTheBurst(lines, *handlers, respect_handler_level=True)
+    root.handlers = [_SameRecord(lines)]
+    writer.start()
+
+    def stop() -> None:
+        root.handlers = handlers
+        writer.stop()
+
+    return stop
 
 
 def _probe_bind(host: str, port: int) -> None:
@@ -319,6 +399,6 @@ def serve_socket(app: App, app_token: str) -> None:
                 f"{' '.join(str(exc).split())[:200]}")
 
 
-__all__ = ["BackgroundServer", "EVENTS_PATH", "HEALTH_PATH", "MAX_BODY_BYTES", "prefork", "serve_http",
-           "serve_socket", "web_app"]
+__all__ = ["BackgroundServer", "EVENTS_PATH", "HEALTH_PATH", "MAX_BODY_BYTES", "log_after_the_burst",
+           "prefork", "serve_http", "serve_socket", "web_app"]
 

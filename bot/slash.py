@@ -12,8 +12,10 @@ form parsed as Bolt parses it, then `TauCommands.handle` — the same function B
 listener calls in Socket Mode (`bot/app.py`), so both answer alike.
 
 Anything else — presses, events, Slack's `ssl_check`, a signature that does not verify, another
-slash command — is not this path's: `answer` returns None and the request goes to Bolt, which
-refuses, logs and answers as it always did.
+slash command — is not this path's: `accepts` returns None and the request goes to Bolt, which
+refuses, logs and answers as it always did. Because a command is known signed before it is
+handed to its thread, the server can answer "still working" for it at the deadline whatever its
+thread is doing (bot/serve.py).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class SlashAck:
 
 
 class SlashCommands:
-    """The HTTP ack of one slash command (``command``, `/tau`), or None when Bolt should answer."""
+    """The HTTP ack of one slash command (``command``, `/tau`): `accepts` on the server's event
+    loop (a glance, the form and the signature: cheap), `answer` on the command's thread."""
 
     def __init__(self, commands: TauCommands, signing_secret: str, client: WebClient, command: str) -> None:
         self.commands = commands
@@ -55,12 +58,9 @@ class SlashCommands:
         self.client = client  # for the proxy and TLS settings of a late answer on response_url
         self.command = command
 
-    def answer(self, body: str, headers: Mapping[str, str], *, arrived: float,
-               deadline: AckDeadline) -> SlashAck | None:
-        """The ack of a signed ``command`` request; None for anything else (Bolt's to answer).
-
-        ``headers`` by lower-case name; ``arrived`` and ``deadline`` as `TauCommands.handle`
-        takes them (the HTTP server's clock and deadline)."""
+    def accepts(self, body: str, headers: Mapping[str, str]) -> dict[str, str] | None:
+        """The payload of a signed ``command`` request (Slack's form fields); None for anything
+        else — Bolt's to answer. ``headers`` by name, any case."""
         if body.startswith("{") or "payload=" in body:  # an event (JSON) or a press (payload=…)
             return None
         payload = dict(parse_qsl(body, keep_blank_values=True))  # as Bolt's parse_body does
@@ -70,6 +70,11 @@ class SlashCommands:
         if not timestamp.isdigit() or not self.verifier.is_valid(body, timestamp,
                                                                  headers.get("x-slack-signature", "")):
             return None  # Bolt refuses it (401) and logs why, as for any request
+        return payload
+
+    def answer(self, payload: dict[str, str], *, arrived: float, deadline: AckDeadline) -> SlashAck:
+        """The ack of an accepted command: authorize and enqueue under ``deadline`` (the HTTP
+        server's, from ``arrived`` on `time.monotonic`), as `TauCommands.handle` does."""
         try:
             reply = self.commands.handle(payload, self._respond(payload), arrived=arrived, deadline=deadline)
         except Exception:  # noqa: BLE001 - the user hears of it, never a dispatch_failed

@@ -8,15 +8,21 @@ statistics (`INFO commandstats` of the suite's private server) and the fake Slac
 from __future__ import annotations
 
 import json
+import threading
 import time
+import urllib.request
 from typing import Any
 
 import pytest
 from redis import Redis
 
+from bot.app import build_app
+from bot.serve import EVENTS_PATH, BackgroundServer
 from tests.fakes.slack_signing import signed_headers, slash_command_body
+from workers.contracts.ids import OPEN_STATUS_ACTION
 
-from .conftest import ALICE, SECRET, SlackApp
+from .conftest import ALICE, CHANNEL, SECRET, SlackApp
+from .test_runs_slack import home_press
 
 # What rq's enqueue writes (the job's hash, the queue's registration, the push), all in one
 # MULTI/EXEC: one round trip.
@@ -83,3 +89,33 @@ def test_a_tau_command_signed_for_another_body_is_refused(slack_app: SlackApp) -
     changed = slash_command_body(text="status llama-ft-7b --watch", user_id=ALICE)
     status, _, _ = slack_app.post(changed, headers=signed_headers(SECRET, signed, timestamp=int(time.time())))
     assert status == 401 and slack_app.queue.count == 0
+
+
+def post(url: str, body: str) -> dict[str, Any]:
+    request = urllib.request.Request(url + EVENTS_PATH, data=body.encode(), headers=signed_headers(SECRET, body),
+                                     method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        raw = response.read()
+    return json.loads(raw) if raw else {}
+
+
+def test_a_press_waiting_on_slack_does_not_hold_a_command_ack(slack_app: SlackApp) -> None:
+    """*Status of <run>* pressed on the Home tab opens the presser's DM (`conversations.open`)
+    before the press is answered; with Slack holding that call, the press holds its dispatch
+    thread. A `/tau` sent meanwhile is acked with its own answer at once, not "still working"
+    once its budget is spent: commands have a thread of their own (bot/serve.py SLASH_THREADS)."""
+    front = build_app(slack_app.settings, queue=slack_app.queue)
+    with BackgroundServer(front, threads=1) as server:  # one thread for presses: one press fills it
+        slack_app.fake.hang_next("conversations.open")
+        press = threading.Thread(target=post, args=(server.url, home_press(
+            OPEN_STATUS_ACTION, "llama-ft-7b|vision", {"id": "V0HOME", "type": "home"})), daemon=True)
+        press.start()
+        try:
+            assert slack_app.fake.hung.wait(10), "the press never reached conversations.open"
+            ack = post(server.url, slash_command_body(text="status llama-ft-7b", user_id=ALICE,
+                                                      channel_id=CHANNEL))
+            queued = slack_app.queue.count  # the command's job; the press's is still held
+        finally:
+            slack_app.fake.release_hang()
+            press.join(10)
+    assert "Diagnosing `llama-ft-7b`" in ack["text"] and queued == 1

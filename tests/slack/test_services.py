@@ -160,6 +160,10 @@ def test_two_server_processes_share_the_port_and_one_metrics_view(slack_app: Sla
     for pid in children:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # reaped by the parent before it exited
+    # Each command's audit line, written after the acks by each server's log writer: none lost at
+    # SIGTERM, none twice.
+    audited = [line for line in server.log().splitlines() if "taubot.audit: command " in line]
+    assert len(audited) == 20 and all("outcome=queued" in line and "run=llama-ft-7b" in line for line in audited)
 
 
 def test_a_server_process_that_dies_takes_the_others_down(slack_app: SlackApp) -> None:
