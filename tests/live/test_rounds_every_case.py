@@ -309,3 +309,57 @@ async def test_a_hostile_record_of_the_last_read_is_ignored_counted_and_costs_no
         _d, requests = await status(emu, tmp_path, RAY, seen)
         assert UNTRUSTED_DROPPED.labels("log_seen")._value.get() == before + 1
         assert max(r.round for r in requests) == 5  # as a first sighting
+
+
+async def test_a_node_whose_name_is_no_label_value_is_read_beside_the_list_in_round_three(
+        tmp_path: Path, seen: Redis) -> None:
+    """A Node name may be a 253-character DNS subdomain, a label value at most 63: such a node cannot
+    be named in the hostname LIST's selector, so its GET goes beside the LIST (round 3), not after
+    it. A node the LIST did not return (its hostname label is not its name, or it was deleted)
+    still takes a GET after the LIST: the one case where the nodes take a fourth round."""
+    from tests.diagnosis.test_node_health import node
+
+    long_name = "gpu-node-0.rack-12.row-3.hall-b.datacenter-east.training.example.internal"  # 73 chars
+    j = k8s.job("llama-ft-7b", suspend=False, active=2, parallelism=2)
+    pods = [k8s.job_pod(j, index=i, node=name, phase="Running", containers=[k8s.running()])
+            for i, name in enumerate(("gpu-node-1", long_name))]
+    nodes = [node(**{"metadata.name": "gpu-node-1"}), node(**{"metadata.name": long_name})]
+    nodes[1]["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-node-0"  # the kubelet's short hostname
+    async with KubeEmulator([*workspace_objects(), j, k8s.workload(j, state="admitted"), *pods, *nodes],
+                            latency=LATENCY) as emu:
+        for pod in pods:  # both ranks progressing (Hugging Face Trainer dicts, kubelet timestamps)
+            emu.pod_logs[(k8s.NS, pod["metadata"]["name"], "trainer")] = "".join(
+                f"{(NOW - timedelta(minutes=5 - i)).strftime('%Y-%m-%dT%H:%M:%S.000000000Z')} "
+                f"{{'loss': {2 - i / 10:.4f}, 'learning_rate': 4e-05, 'epoch': {i / 10:.2f}}}\n" for i in range(5))
+        d, requests = await status(emu, tmp_path, "llama-ft-7b", seen)
+        assert d.phase("Runtime progress").state.value == "active"
+        assert d.phase("GPU/node health").state.value == "done", d.phase("GPU/node health").summary
+        [listed] = [r for r in requests if r.path == "/api/v1/nodes"]
+        [got] = [r for r in requests if r.path.startswith("/api/v1/nodes/")]
+        assert listed.query["labelSelector"] == "kubernetes.io/hostname in (gpu-node-1)"
+        assert got.path.endswith(f"/nodes/{long_name}") and listed.round == got.round == 3
+        assert max(r.round for r in requests) == 3 and len(requests) == 8, rounds(requests)
+
+
+async def test_a_job_with_a_pod_just_created_beside_a_running_one_reads_the_running_ones_log(
+        tmp_path: Path, seen: Redis) -> None:
+    """The newest pod is still being created (its container waits: the kubelet would refuse its log,
+    "is waiting to start"): the running pod's log is read first, one request in round 3 — not a
+    refused read, then the running pod's in a fourth round."""
+    j = k8s.job("llama-ft-7b", suspend=False, active=2, parallelism=2)
+    running = k8s.job_pod(j, index=0, node="gpu-node-1", phase="Running", containers=[k8s.running()], created=10)
+    creating = k8s.job_pod(j, index=1, node="gpu-node-1", phase="Pending", created=3000,
+                           containers=[k8s.waiting("trainer", reason="ContainerCreating")])
+    from tests.live.test_submitter_log import healthy_node
+    objects = [*workspace_objects(), j, k8s.workload(j, state="admitted"), running, creating,
+               healthy_node("gpu-node-1")]
+    async with KubeEmulator(objects, latency=LATENCY) as emu:
+        emu.kubelet_log_states = True  # the kubelet's refusal of a container that never started
+        emu.pod_logs[(k8s.NS, running["metadata"]["name"], "trainer")] = "".join(
+            f"{(NOW - timedelta(minutes=5 - i)).strftime('%Y-%m-%dT%H:%M:%S.000000000Z')} "
+            f"{{'loss': {2 - i / 10:.4f}, 'learning_rate': 4e-05, 'epoch': {i / 10:.2f}}}\n" for i in range(5))
+        d, requests = await status(emu, tmp_path, "llama-ft-7b", seen)
+        assert d.phase("Runtime progress").state.value == "active", d.phase("Runtime progress").summary
+        [log] = [r for r in requests if r.path.endswith("/log")]
+        assert log.path.endswith(f"/pods/{running['metadata']['name']}/log") and log.round == 3
+        assert max(r.round for r in requests) == 3, rounds(requests)

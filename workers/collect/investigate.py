@@ -347,9 +347,11 @@ async def _value(value: Any) -> Any:
 async def read_nodes(reader: KubeReader, objs: RunObjects) -> tuple[list[dict], dict[str, str]]:
     """The Nodes the run's live pods are bound to, in one impersonated LIST: a set-based selector
     on the kubelet's `kubernetes.io/hostname` label names exactly them, so 32 nodes cost one
-    request instead of 32 GETs (and a 403 says "may not list nodes" once, for all). A node the
-    LIST did not return (a hostname that differs from the node's name) is read by a GET of its
-    own; so is a name that cannot be a label value."""
+    request instead of 32 GETs (and a 403 says "may not list nodes" once, for all). A name that
+    cannot be a label value (over 63 characters) is read by a GET of its own beside the LIST, in
+    the same round; a node the LIST did not return (a hostname that differs from the node's
+    name, a node deleted since its pods were listed) by a GET after it — the one case where the
+    nodes take a round more."""
     names = sorted({(p.get("spec") or {}).get("nodeName") for p in objs.pods
                     if (p.get("spec") or {}).get("nodeName") and not is_terminal(p)})
     if not names:
@@ -357,25 +359,39 @@ async def read_nodes(reader: KubeReader, objs: RunObjects) -> tuple[list[dict], 
     read, gaps = names[:MAX_NODE_READS], {n: f"not read (over {MAX_NODE_READS} nodes)"
                                            for n in names[MAX_NODE_READS:]}
     listable = [n for n in read if _LABEL_VALUE.match(n)]
+    unlistable = [n for n in read if n not in listable]
+    for name in unlistable[MAX_NODE_FALLBACK_GETS:]:
+        gaps[name] = f"not read (not a {HOSTNAME_LABEL} value; over {MAX_NODE_FALLBACK_GETS} GETs)"
+    unlistable = unlistable[:MAX_NODE_FALLBACK_GETS]
     found: dict[str, dict] = {}
-    if listable:
-        got = await reader.list(resource_path("", "v1", "nodes"),
-                                label_selector=f"{HOSTNAME_LABEL} in ({','.join(listable)})")
-        if isinstance(got, ReadError):
-            return [], {**{n: got.describe() for n in read}, **gaps}
-        wanted = set(read)
-        found = {name: node for node in got
-                 if (name := (node.get("metadata") or {}).get("name")) in wanted}
-    missing = [n for n in read if n not in found]
-    for name in missing[MAX_NODE_FALLBACK_GETS:]:
+
+    def keep(names: list[str], answers: list[dict | ReadError]) -> None:
+        for name, one in zip(names, answers, strict=True):
+            if isinstance(one, ReadError):
+                gaps[name] = "node not found" if one.kind == "not_found" else one.describe()
+            else:
+                found[name] = one
+
+    selector = f"{HOSTNAME_LABEL} in ({','.join(listable)})"
+    listed, *singles = await asyncio.gather(
+        reader.list(resource_path("", "v1", "nodes"), label_selector=selector) if listable else _value([]),
+        *(reader.get(resource_path("", "v1", "nodes", name=n)) for n in unlistable))
+    keep(unlistable, singles)
+    if isinstance(listed, ReadError):
+        gaps.update({n: listed.describe() for n in listable})
+        listable = []
+    else:
+        wanted = set(listable)
+        found.update({name: node for node in listed
+                      if (name := (node.get("metadata") or {}).get("name")) in wanted})
+    missing = [n for n in listable if n not in found]
+    room = MAX_NODE_FALLBACK_GETS - len(unlistable)
+    for name in missing[max(room, 0):]:
         gaps[name] = f"not read (not listed by {HOSTNAME_LABEL}; over {MAX_NODE_FALLBACK_GETS} GETs)"
-    missing = missing[:MAX_NODE_FALLBACK_GETS]
-    for name, one in zip(missing, await asyncio.gather(
-            *(reader.get(resource_path("", "v1", "nodes", name=n)) for n in missing)), strict=True):
-        if isinstance(one, ReadError):
-            gaps[name] = "node not found" if one.kind == "not_found" else one.describe()
-        else:
-            found[name] = one
+    missing = missing[:max(room, 0)]
+    if missing:
+        keep(missing, list(await asyncio.gather(*(reader.get(resource_path("", "v1", "nodes", name=n))
+                                                  for n in missing))))
     nodes = []
     for name in read:
         if name in found:

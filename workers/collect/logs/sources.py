@@ -93,13 +93,22 @@ def _failure_time(pod: dict) -> datetime | None:
     return None
 
 
+def _started(pod: dict) -> bool:
+    """The pod's main container ran (now or before a restart): the kubelet has a log of it."""
+    main = _main_container(pod)
+    return any(c.running or c.terminated or c.last_terminated for c in containers(pod, init=False)
+               if c.name == main)
+
+
 def order_pods(pods: list[dict]) -> list[dict]:
-    """The most recently failed pod first, then the most recently created."""
+    """The most recently failed pod first, then the most recently created that ran, then those that
+    never ran (the kubelet refuses their log: "waiting to start"; read first, a pod just created
+    beside a running one would cost a failed read and a round before the running one's)."""
     def key(pod: dict) -> tuple[int, float]:
         failed = _failure_time(pod)
         created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
         moment = failed or created
-        return (0 if failed else 1, -(moment.timestamp() if moment else 0.0))
+        return (0 if failed else 1 if _started(pod) else 2, -(moment.timestamp() if moment else 0.0))
     return sorted(pods, key=key)
 
 
