@@ -25,6 +25,7 @@ from rq import Queue
 from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
+from bot.after_ack import AfterAck
 from bot.buttons import DetailsButton, EscalateButton, MuteButton, ValidateNodesButton
 from bot.commands import ARRIVED, DEADLINE, LISTENER_THREADS, NoMapping, Resolver, TauCommands, queue_enqueuer
 from bot.identity import IdentityResolver, load_identity_map
@@ -73,10 +74,12 @@ def build_resolver(settings: Settings, client: WebClient, conn: Redis) -> Resolv
 @dataclass(frozen=True)
 class FrontEnd:
     """What `taubot serve` serves: Bolt's app (every request Slack sends, and `/tau` in Socket
-    Mode) and, over HTTP, the lean path of a signed `/tau` (None in Socket Mode: no signature)."""
+    Mode), over HTTP the lean path of a signed `/tau` (None in Socket Mode: no signature), and the
+    pool where presses and events do their work once acked (`bot/after_ack.py`)."""
 
     bolt: App
     slash: SlashCommands | None
+    after_ack: AfterAck
 
 
 def build_app(
@@ -92,8 +95,9 @@ def build_app(
 ) -> FrontEnd:
     """The Bolt app with taubot's listeners, and the HTTP path of `/tau` beside it.
 
-    ``process_before_response`` (Bolt's option) answers the HTTP request only after the
-    listener finished: tests use it to read what a press did without waiting on threads.
+    ``process_before_response`` (Bolt's option) answers the HTTP request with the listener's
+    return, with no polling for its ack; a press's listener acks and hands its work to the
+    FrontEnd's `after_ack` pool, whose `wait_idle` tells a test when it has run.
 
     ``client``/``redis``/``queue``/``resolver`` default to ones built from
     ``settings``. ``socket_mode`` turns off request signature checks (Socket
@@ -119,22 +123,25 @@ def build_app(
         token_verification_enabled=token_verification,
         listener_executor=ThreadPoolExecutor(max_workers=LISTENER_THREADS, thread_name_prefix="bolt"),
     )
-    register_runs_listeners(app, settings, commands.resolver, jobs)  # before the catch-all button listener
-    register_listeners(app, commands, EscalateButton(settings, commands.resolver, jobs),
+    after_ack = AfterAck()
+    # before the catch-all button listener
+    register_runs_listeners(app, settings, commands.resolver, jobs, after_ack)
+    register_listeners(app, commands, after_ack, EscalateButton(settings, commands.resolver, jobs),
                        StopWatchingButton(commands.resolver, jobs),
                        MuteButton(settings, commands.resolver, jobs),
                        ValidateNodesButton(settings, commands.resolver, jobs),
                        DetailsButton(settings, commands.resolver, jobs))
     slash = None if socket_mode or not secret else SlashCommands(commands, secret, web_client, SLASH_COMMAND)
-    return FrontEnd(bolt=app, slash=slash)
+    return FrontEnd(bolt=app, slash=slash, after_ack=after_ack)
 
 
-def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton,
+def register_listeners(app: App, commands: TauCommands, after_ack: AfterAck, escalate: EscalateButton,
                        stop: StopWatchingButton, mute: MuteButton, validate: ValidateNodesButton,
                        details: DetailsButton) -> None:
-    """Thin listeners: ack, hand the payload over, answer with what comes back. The button
-    listeners come before the catch-all: Bolt runs the first listener that matches. Who is
-    asking is resolved in one place: the identity middleware's `Presser` (`bot/presser.py`)."""
+    """Thin listeners: ack, hand the payload over (a press's work to ``after_ack``: Slack reads
+    nothing in a press's answer), answer with what comes back. The button listeners come before
+    the catch-all: Bolt runs the first listener that matches. Who is asking is resolved in one
+    place: the identity middleware's `Presser` (`bot/presser.py`)."""
     app.use(identity_middleware(commands.resolver))
 
     @app.command(SLASH_COMMAND)
@@ -145,27 +152,27 @@ def register_listeners(app: App, commands: TauCommands, escalate: EscalateButton
     @app.action(ESCALATE_ACTION)
     def on_escalate(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        escalate.handle(body, respond, context.get(PRESSER))
+        after_ack.submit(escalate.handle, body, respond, context.get(PRESSER))
 
     @app.action(STOP_WATCHING_ACTION)
     def on_stop_watching(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        stop.handle(body, respond, context.get(PRESSER))
+        after_ack.submit(stop.handle, body, respond, context.get(PRESSER))
 
     @app.action(MUTE_ACTION)
     def on_mute(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        mute.handle(body, respond, context.get(PRESSER))
+        after_ack.submit(mute.handle, body, respond, context.get(PRESSER))
 
     @app.action(VALIDATE_NODES_ACTION)
     def on_validate_nodes(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        validate.handle(body, respond, context.get(PRESSER))
+        after_ack.submit(validate.handle, body, respond, context.get(PRESSER))
 
     @app.action(DETAILS_ACTION)
     def on_details(ack: Ack, body: dict[str, Any], respond: Respond, context: BoltContext) -> None:
         ack()
-        details.handle(body, respond, context.get(PRESSER))
+        after_ack.submit(details.handle, body, respond, context.get(PRESSER))
 
     @app.action(re.compile(".*"))
     def on_button(ack: Ack, body: dict[str, Any]) -> None:

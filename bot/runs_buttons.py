@@ -20,6 +20,7 @@ from typing import Any
 from redis import RedisError
 from slack_sdk import WebClient
 
+from bot.after_ack import AfterAck
 from bot.button_listener import ButtonListener, Resolver, press_place
 from bot.identity import Unmapped
 from bot.presser import Presser
@@ -114,9 +115,11 @@ class HomeTab:
 
 
 
-def register_runs_listeners(app: Any, settings: Settings, resolver: Resolver, queue: JobQueue) -> None:
+def register_runs_listeners(app: Any, settings: Settings, resolver: Resolver, queue: JobQueue,
+                            after_ack: AfterAck) -> None:
     """The runs menu, the Home tab's Refresh and `app_home_opened`; registered before the app's
-    catch-all button listener (Bolt runs the first listener that matches)."""
+    catch-all button listener (Bolt runs the first listener that matches). Their work — a DM
+    opened, a Home tab published, the enqueue — runs on ``after_ack``, once Slack has its answer."""
     from bot.presser import CONTEXT_KEY as PRESSER
 
     opener = OpenStatusButton(settings, resolver, queue, app.client)
@@ -125,16 +128,16 @@ def register_runs_listeners(app: Any, settings: Settings, resolver: Resolver, qu
     @app.action(OPEN_STATUS_ACTION)
     def on_open_status(ack: Any, body: dict[str, Any], respond: Any, context: Any) -> None:
         ack()
-        opener.handle(body, respond, context.get(PRESSER))
+        after_ack.submit(opener.handle, body, respond, context.get(PRESSER))
 
     @app.action(HOME_REFRESH_ACTION)
     def on_home_refresh(ack: Any, body: dict[str, Any], context: Any) -> None:
         ack()
-        home.on_refresh(body, context.get(PRESSER))
+        after_ack.submit(home.on_refresh, body, context.get(PRESSER))
 
     @app.event("app_home_opened")
     def on_home_opened(event: dict[str, Any], context: Any) -> None:
         if event.get("tab") == "home":  # the Messages tab is the DM itself
-            home.handle(str(event.get("user") or ""), context.get(PRESSER))
+            after_ack.submit(home.handle, str(event.get("user") or ""), context.get(PRESSER))
 
 __all__ = ["HomeTab", "OpenStatusButton", "register_runs_listeners"]

@@ -30,7 +30,7 @@ import yaml
 from redis import Redis
 from rq import Queue, SimpleWorker
 
-from bot.app import build_app
+from bot.app import FrontEnd, build_app
 from bot.serve import EVENTS_PATH, BackgroundServer
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fakes.slack_signing import signed_headers, slash_command_body
@@ -88,6 +88,7 @@ class SlackApp:
     queue: Queue
     clock: ManualClock
     services: Services
+    front: FrontEnd
 
     @property
     def events_url(self) -> str:
@@ -102,9 +103,12 @@ class SlackApp:
         started = time.monotonic()
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, response.read(), time.monotonic() - started
+                answered = response.status, response.read(), time.monotonic() - started
         except urllib.error.HTTPError as exc:
-            return exc.code, exc.read(), time.monotonic() - started
+            answered = exc.code, exc.read(), time.monotonic() - started
+        # A press's work runs once it is answered (bot/after_ack.py): what it did is there to read.
+        assert self.front.after_ack.wait_idle(10), "a press's work did not finish"
+        return answered
 
     def command(self, text: str, *, user_id: str = ALICE, channel_id: str = CHANNEL,
                 response_id: str = "cmd") -> tuple[int, dict[str, Any], float]:
@@ -198,7 +202,7 @@ def slack_app_factory(redis_url: str, tmp_path: Path, worker_env: str,
             conn = Redis.from_url(redis_url)
             stack.callback(conn.close)
             queue = Queue(settings.queue_name, connection=conn)
-            # Listeners finish before the HTTP answer: what a press did is visible when post() returns.
+            # Listeners ack before the HTTP answer; `post()` waits for a press's work after it.
             app = build_app(settings, queue=queue, process_before_response=True)
             server = stack.enter_context(BackgroundServer(app))
             clock = ManualClock(EXAMPLE_NOW)
@@ -206,7 +210,7 @@ def slack_app_factory(redis_url: str, tmp_path: Path, worker_env: str,
             stack.callback(services.redis.close)
             stack.callback(services.close)
             return SlackApp(fake=fake, server=server, settings=settings, redis=conn, queue=queue,
-                            clock=clock, services=services)
+                            clock=clock, services=services, front=app)
 
         yield factory
 

@@ -119,3 +119,21 @@ def test_a_press_waiting_on_slack_does_not_hold_a_command_ack(slack_app: SlackAp
             slack_app.fake.release_hang()
             press.join(10)
     assert "Diagnosing `llama-ft-7b`" in ack["text"] and queued == 1
+
+
+def test_a_press_is_answered_before_its_work_waits_on_slack(slack_app: SlackApp) -> None:
+    """Slack reads nothing in a press's answer but waits at most 3 s for it: the press is answered
+    first and its work — here the presser's DM opened (`conversations.open`, held at Slack) before
+    the status it asked for is queued — runs after (bot/after_ack.py)."""
+    slack_app.fake.hang_next("conversations.open")
+    answer = post(slack_app.server.url, home_press(OPEN_STATUS_ACTION, "llama-ft-7b|vision",
+                                                   {"id": "V0HOME", "type": "home"}))
+    try:
+        assert answer == {}  # answered (200, empty) …
+        assert slack_app.fake.hung.wait(10)
+        assert slack_app.queue.count == 0  # … while its work still waits on Slack
+    finally:
+        slack_app.fake.release_hang()
+    assert slack_app.front.after_ack.wait_idle(10)
+    [job] = slack_app.queue.jobs
+    assert job.args[0]["command"]["run"] == "llama-ft-7b" and job.args[0]["channel"].startswith("D")
