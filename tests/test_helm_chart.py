@@ -24,7 +24,7 @@ import yaml
 
 from workers.cli import build_parser
 from workers.config.settings import ENV_PREFIX, Settings
-from workers.monitor.cache import KINDS
+from workers.monitor.cache import CLUSTER_KINDS, KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "taubot"
@@ -106,6 +106,7 @@ def test_lint_passes_with_values_and_the_object_list(minimal: list[dict[str, Any
         "ConfigMap/taubot-identity", "ConfigMap/taubot-workspaces",
         "ClusterRole/taubot-impersonator", "ClusterRoleBinding/taubot-impersonator",
         "ClusterRole/taubot-stall-monitor", "RoleBinding/taubot-stall-monitor", "RoleBinding/taubot-stall-monitor",
+        "ClusterRole/taubot-stall-monitor-clusterqueues", "ClusterRoleBinding/taubot-stall-monitor-clusterqueues",
         "Deployment/taubot-bot", "Deployment/taubot-worker", "Deployment/taubot-monitor",
         "Ingress/taubot-bot", "NetworkPolicy/taubot-bot", "NetworkPolicy/taubot-worker",
         "NetworkPolicy/taubot-monitor", "NetworkPolicy/taubot-redis",
@@ -124,8 +125,14 @@ def _impersonable(docs: list[dict[str, Any]]) -> dict[str, list[str] | None]:
 
 
 def test_impersonation_is_the_workers_only_right(minimal: list[dict[str, Any]], full: list[dict[str, Any]]) -> None:
-    [binding] = by_kind(minimal, "ClusterRoleBinding").values()
+    bindings = by_kind(minimal, "ClusterRoleBinding")
+    binding = bindings.pop("taubot-impersonator")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "taubot-worker", "namespace": NS}]
+    # The only other cluster-wide binding: the monitor's read of ClusterQueues (issue 35), no impersonation.
+    assert list(bindings) == ["taubot-stall-monitor-clusterqueues"]
+    roles = by_kind(minimal, "ClusterRole")
+    assert {v for b in bindings.values() for r in roles[b["roleRef"]["name"]]["rules"] for v in r["verbs"]} \
+        == {"get", "list", "watch"}
     # Default values bound it to the identities the identity values name (SPEC §9).
     assert _impersonable(minimal) == {"users": ["alice@example.com", "bob@example.com"],
                                       "groups": ["gpu-users", "team-nlp", "team-vision"]}
@@ -252,6 +259,15 @@ def test_the_monitor_reads_exactly_its_kinds_in_the_workspaces_namespaces(minima
                for b in bindings)
     assert "taubot-stall-monitor" in by_kind(full, "ClusterRoleBinding")  # clusterWide: true
     assert not [d for d in full if d["kind"] == "RoleBinding"]
+    # The cluster-scoped kinds (ClusterQueues, issue 35): a role and a cluster-wide binding of their own,
+    # in either mode, read-only.
+    for docs in (minimal, full):
+        cluster_rules = by_kind(docs, "ClusterRole")["taubot-stall-monitor-clusterqueues"]["rules"]
+        assert [(r["apiGroups"], r["resources"], r["verbs"]) for r in cluster_rules] == [
+            ([k.group], [k.plural], ["get", "list", "watch"]) for k in CLUSTER_KINDS]
+        binding = by_kind(docs, "ClusterRoleBinding")["taubot-stall-monitor-clusterqueues"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "taubot-monitor", "namespace": NS}]
+        assert binding["roleRef"]["name"] == "taubot-stall-monitor-clusterqueues"
 
 
 def test_the_bot_has_no_kubernetes_identity(minimal: list[dict[str, Any]]) -> None:
@@ -332,6 +348,7 @@ def test_pdbs_and_network_policies_can_be_switched_off() -> None:
     assert not by_kind(small, "PodDisruptionBudget") and not by_kind(small, "NetworkPolicy")
     assert "taubot-monitor" not in containers(small) and not by_kind(small, "Ingress")
     assert "taubot-stall-monitor" not in by_kind(small, "ClusterRole")
+    assert "taubot-stall-monitor-clusterqueues" not in by_kind(small, "ClusterRole")
 
 
 def test_service_monitor_is_optional(minimal: list[dict[str, Any]], full: list[dict[str, Any]]) -> None:
@@ -345,8 +362,9 @@ def test_service_monitor_is_optional(minimal: list[dict[str, Any]], full: list[d
 def test_another_release_name_gets_its_own_cluster_objects() -> None:
     docs = render(MINIMAL, release="staging")
     assert "staging-taubot-impersonator" in by_kind(docs, "ClusterRole")
-    [binding] = by_kind(docs, "ClusterRoleBinding").values()
+    binding = by_kind(docs, "ClusterRoleBinding")["staging-taubot-impersonator"]
     assert binding["subjects"][0]["name"] == "staging-taubot-worker"
+    assert "staging-taubot-stall-monitor-clusterqueues" in by_kind(docs, "ClusterRoleBinding")
 
 
 @pytest.mark.parametrize(("values", "said"), [

@@ -23,6 +23,8 @@ from workers.diagnosis.start_estimate import (
     build_pool,
     estimate_text,
     never_fits,
+    next_starts,
+    soonest,
     start_estimate,
 )
 
@@ -219,3 +221,36 @@ def test_offline_json_carries_start_estimate_and_never_fits(tmp_path) -> None:
     assert qp["start_estimate"]["earliest"] is None
     assert set(qp["start_estimate"]) >= {"earliest", "latest", "basis", "unknown"}
     assert qp["position_in_cluster_queue"] == 1
+
+
+def _waiting(name: str, at: float, gpus: int = 8) -> dict:
+    j = k8s.job(name, gpus=gpus, suspend=True, at=at)
+    return k8s.workload(j, state="waiting_for_quota", cluster_queue="h100-shared", flavor="h100", at=at)
+
+
+def test_a_groups_next_start_is_its_soonest_members_with_its_basis() -> None:
+    """The stall monitor's grouped post (issue 35): of the runs waiting in h100-shared, the soonest start
+    one of them has — an ETA gives `earliest` (≈), a time limit only `latest`; a smaller run behind a
+    bigger one (BestEffortFIFO) may start first."""
+    queue = cq("h100-shared", nominal=16, used=16)
+    queue["status"]["pendingWorkloads"] = 2
+    big, small = _waiting("sweep-big", 60, gpus=16), _waiting("sweep-small", 61)
+    holders = [admitted("llama-a", k8s.NS, "h100-shared", limit=3 * 3600),
+               admitted("bert", k8s.NS, "h100-shared", limit=2 * 3600)]
+    lqs = [k8s.local_queue("team-a", cluster_queue="h100-shared")]
+    common = {"workloads": [*holders, big, small], "local_queues": lqs, "cluster_queues": [queue], "now": NOW}
+
+    def next_start(**more: object):  # noqa: ANN202
+        starts = next_starts(queue, **common, **more)  # type: ignore[arg-type]
+        return None if starts is None else soonest(starts.values())
+
+    est = next_start()
+    # sweep-small's 8 come back when bert's 2 h limit runs out (admitted 09:00:02): before sweep-big's 16.
+    assert est is not None and (est.earliest, est.latest) == (None, "2026-11-30T11:00:02Z")
+    eta = NOW + timedelta(minutes=5)
+    with_eta = next_start(etas={f"{k8s.NS}/{holders[1]['metadata']['name']}": eta})
+    assert with_eta is not None and with_eta.earliest == f"{eta:%Y-%m-%dT%H:%M:%SZ}"
+    # A pending Workload the reader cannot see could be ahead of both: no time at all.
+    queue["status"]["pendingWorkloads"] = 3
+    assert next_starts(queue, **common) is None  # type: ignore[arg-type]
+    assert next_starts(queue, **common, limit=1) is None  # type: ignore[arg-type]

@@ -33,8 +33,11 @@ def objects(limit: int | None) -> list[dict]:
 
 
 def diagnoses(limit: int | None):
+    """The two runs' start estimates as a dump holding their ClusterQueue gives them (the admission
+    phase's forecast)."""
     objs = objects(limit)
-    return [evaluate(objs, name, NOW) for name in ("sweep-1", "sweep-2")]
+    forecasts = [evaluate(objs, name, NOW).phase("Kueue admission").forecast for name in ("sweep-1", "sweep-2")]
+    return [f.start_estimate if f is not None else None for f in forecasts]
 
 
 def test_the_group_names_the_next_start_with_its_basis() -> None:

@@ -24,7 +24,7 @@ here reads a clock: `now` comes from the caller.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -526,7 +526,67 @@ def snapshot_position(objs: RunObjects, now: datetime, etas: Mapping[str, dateti
     return qp.model_copy(update={"start_estimate": est, "start_time": estimate_text(est, now)})
 
 
-__all__ = ["CAVEAT", "Holder", "Pool", "StartEstimate", "Waiting", "build_pool", "estimate_text", "holder_of",
-           "short_text",
-           "limit_seconds", "never_fits", "per_pod", "queue_order", "run_flavor", "snapshot_position",
-           "start_estimate", "workload_request"]
+# ------------------------------------------------------------------ a group's next start
+
+
+GROUP_ESTIMATES = 8  # the first Workloads pending in a ClusterQueue (Kueue's order) whose start is estimated
+
+
+def _key(wl: dict) -> str:
+    md = meta(wl)
+    return f"{md.get('namespace')}/{md.get('name')}"
+
+
+def next_starts(cluster_queue: dict, *, workloads: list[dict], local_queues: list[dict],
+                cluster_queues: list[dict], now: datetime, etas: Mapping[str, datetime] | None = None,
+                limit: int = GROUP_ESTIMATES) -> dict[str, StartEstimate] | None:
+    """When each of the first ``limit`` Workloads pending in ``cluster_queue`` (Kueue's order) may start
+    (namespace/name → estimate), from what a reader that sees only some namespaces holds — the stall
+    monitor's cache (SPEC §7b, issue 35): ``workloads`` (those namespaces', admitted or pending),
+    ``local_queues`` (which ClusterQueue each feeds) and ``cluster_queues`` (for its cohort). Quota held
+    by Workloads it cannot see is an unknown line (`build_pool`: reserved, held by none read), never
+    guessed; and when the ClusterQueue counts more pending Workloads than it sees
+    (`status.pendingWorkloads`), an unseen one could be ahead of any: then None — never a time without
+    a basis. One pool per flavour, one walk per Workload: bounded by ``limit`` whatever the queue."""
+    name = meta(cluster_queue).get("name") or ""
+    feeds = {(meta(q).get("namespace") or "", meta(q).get("name") or ""):
+             (q.get("spec") or {}).get("clusterQueue") for q in local_queues}
+
+    def in_cq(w: dict) -> bool:
+        admitted_in = ((w.get("status") or {}).get("admission") or {}).get("clusterQueue")
+        queued_in = feeds.get((meta(w).get("namespace") or "", (w.get("spec") or {}).get("queueName") or ""))
+        return (admitted_in or queued_in) == name
+
+    pending = sorted((w for w in workloads if _pending(w) and in_cq(w)), key=queue_order)
+    counted = (cluster_queue.get("status") or {}).get("pendingWorkloads")
+    if isinstance(counted, int) and not isinstance(counted, bool) and counted > len(pending):
+        return None
+    pools: dict[tuple[str, str], Pool | None] = {}
+    out: dict[str, StartEstimate] = {}
+    for index, wl in enumerate(pending[:limit]):
+        picked = run_flavor(cluster_queue, [wl])
+        if picked is None:
+            continue
+        if picked not in pools:
+            pools[picked] = build_pool(cluster_queue, *picked, cohort_queues=cluster_queues,
+                                       admitted=workloads, etas=etas or {})
+        pool = pools[picked]
+        if pool is None or never_fits([wl], pool, []) is not None:
+            continue
+        resource = picked[1]
+        ahead = [Waiting(_key(w), workload_request(w, resource), limit_seconds(w), name)
+                 for w in pending[:index]]
+        out[_key(wl)] = start_estimate(pool, workload_request(wl, resource), ahead, now)
+    return out
+
+
+def soonest(estimates: Iterable[StartEstimate | None]) -> StartEstimate | None:
+    """The estimate with the soonest start (its `earliest`, else its `latest`); None when none has one."""
+    timed = [(at, est) for est in estimates if est is not None and (at := est.earliest or est.latest)]
+    return min(timed, key=lambda t: t[0])[1] if timed else None
+
+
+__all__ = ["CAVEAT", "GROUP_ESTIMATES", "Holder", "Pool", "StartEstimate", "Waiting", "build_pool",
+           "estimate_text", "holder_of", "limit_seconds", "never_fits", "next_starts", "per_pod",
+           "queue_order", "run_flavor", "short_text", "snapshot_position", "soonest", "start_estimate",
+           "workload_request"]

@@ -22,6 +22,13 @@ kinds has been LISTed once; after that a failing stream keeps its objects
 (a stale cache, as an informer's), and says why in `errors`. Each object is
 trimmed as it arrives to what the monitor and the engine read (`trim.py`, as
 client-go's `SetTransform`), so 20,000 runs fit in memory.
+
+Kueue's ClusterQueues are cluster-scoped: one stream for the cluster, whatever
+the namespaces (issue 35: the grouped post's start estimate reads their quota).
+They are not a namespace's kind: a ClusterQueue the monitor may not read leaves
+the estimate unsaid, never a run unjudged. A Kueue kind whose version the
+cluster does not serve (a 404 for `v1beta2`) is read at `v1beta1`, as statuses
+read it.
 """
 
 from __future__ import annotations
@@ -62,18 +69,24 @@ class Kind:
     version: str
     plural: str
     field_selector: str | None = None
+    older: str | None = None  # the version read when the cluster does not serve ``version`` (a 404)
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("Job", "batch", "v1", "jobs"),
     Kind("RayJob", "ray.io", "v1", "rayjobs"),
-    Kind("Workload", "kueue.x-k8s.io", "v1beta2", "workloads"),
-    Kind("LocalQueue", "kueue.x-k8s.io", "v1beta2", "localqueues"),
+    Kind("Workload", "kueue.x-k8s.io", "v1beta2", "workloads", older="v1beta1"),
+    Kind("LocalQueue", "kueue.x-k8s.io", "v1beta2", "localqueues", older="v1beta1"),
     Kind("RayCluster", "ray.io", "v1", "rayclusters"),
     Kind("Pod", "", "v1", "pods"),
     Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims"),
     Kind("Event", "", "v1", "events", field_selector="type=Warning"),
 )
+# Cluster-scoped kinds: one stream and one store for the cluster (the store's namespace is "").
+CLUSTER_KINDS: tuple[Kind, ...] = (
+    Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues", older="v1beta1"),
+)
+CLUSTER = ""  # the namespace key of a cluster-scoped kind's store
 
 
 @dataclass
@@ -117,6 +130,7 @@ class Stream:
     namespace: str | None
     kind: Kind
     version: str = ""
+    api_version: str = ""  # the kind's version this cluster serves (its `older` after a 404); "" until read
     lists: int = 0
     watches: int = 0
     error: str | None = None
@@ -154,6 +168,12 @@ class Cache:
         if not new:
             return []
         self.namespaces = sorted({*self.namespaces, *new})
+        started = []
+        for k in CLUSTER_KINDS:  # once, with the first namespace: they do not change with namespaces
+            if (None, k.name) not in self.streams:
+                self.stores[(CLUSTER, k.name)] = Store()
+                self.streams[(None, k.name)] = Stream(None, k)
+                started.append((None, k.name))
         for ns in new:
             for k in KINDS:
                 self.stores[(ns, k.name)] = Store()
@@ -161,11 +181,11 @@ class Cache:
             for k in KINDS:  # a new namespace's objects come from a fresh cluster-wide LIST
                 stream = self.streams.setdefault((None, k.name), Stream(None, k))
                 stream.version = ""
-            return [(None, k.name) for k in KINDS]
+            return [*started, *((None, k.name) for k in KINDS)]
         for ns in new:
             for k in KINDS:
                 self.streams[(ns, k.name)] = Stream(ns, k)
-        return [(ns, k.name) for ns in new for k in KINDS]
+        return [*started, *((ns, k.name) for ns in new for k in KINDS)]
 
     def set_namespaces(self, namespaces: Iterable[str]) -> None:
         """Follow the descriptors: streams start for added namespaces and stop for removed ones
@@ -214,13 +234,18 @@ class Cache:
 
     def _path(self, stream: Stream) -> str:
         k = stream.kind
-        return resource_path(k.group, k.version, k.plural, stream.namespace)
+        return resource_path(k.group, stream.api_version or k.version, k.plural, stream.namespace)
 
     def _store_of(self, stream: Stream, obj: dict) -> Store | None:
+        if stream.kind in CLUSTER_KINDS:
+            return self.stores.get((CLUSTER, stream.kind.name))
         ns = stream.namespace or (obj.get("metadata") or {}).get("namespace")
         return self.stores.get((ns or "", stream.kind.name))
 
     def _stores_of(self, stream: Stream) -> list[Store]:
+        if stream.kind in CLUSTER_KINDS:
+            store = self.stores.get((CLUSTER, stream.kind.name))
+            return [store] if store is not None else []
         if stream.namespace is not None:
             store = self.stores.get((stream.namespace, stream.kind.name))
             return [store] if store is not None else []
@@ -241,6 +266,10 @@ class Cache:
             got = await self.reader.list_versioned(self._path(stream), limit=PAGE,
                                                    field_selector=stream.kind.field_selector)
         if isinstance(got, ReadError):
+            older = stream.kind.older
+            if got.kind == "not_found" and older and stream.api_version != older:
+                stream.api_version = older  # a Kueue that serves only v1beta1: read it there
+                return await self.relist(stream)
             if got.kind == "not_found":  # the kind is not served here (no KubeRay, no DRA): nothing to read
                 for store in self._stores_of(stream):
                     store.objects, store.synced = {}, True
@@ -376,6 +405,31 @@ class Cache:
     def objects(self, ns: str) -> list[dict]:
         return [o for k in KINDS for o in self.stores[(ns, k.name)].objects.values()]
 
+    def of_kind(self, kind: str) -> list[dict]:
+        """The cached objects of one namespaced kind in every watched namespace."""
+        return [o for ns in self.namespaces if (store := self.stores.get((ns, kind))) is not None
+                for o in store.objects.values()]
+
+    def cluster_objects(self, kind: str) -> list[dict]:
+        """The cached objects of a cluster-scoped kind (`CLUSTER_KINDS`): none before its first LIST,
+        or when the monitor may not read it."""
+        store = self.stores.get((CLUSTER, kind))
+        return list(store.objects.values()) if store is not None else []
+
+    def first_lists(self) -> list[Store]:
+        """Stores still waiting for their first LIST that a sweep should wait for: every namespace's,
+        and a cluster-scoped kind's while its LIST has not failed (one it may not read waits no sweep)."""
+        pending = []
+        for (ns, kind), store in self.stores.items():
+            if store.synced:
+                continue
+            if ns == CLUSTER:
+                stream = self.streams.get((None, kind))
+                if stream is not None and stream.error:
+                    continue
+            pending.append(store)
+        return pending
+
     def unread(self, ns: str) -> list[str]:
         """Kinds of ``ns`` never LISTed yet, with why: its runs are not judged."""
         out = []
@@ -389,4 +443,4 @@ class Cache:
         return [f"{s.label}: {s.error}" for s in self.streams.values() if s.error]
 
 
-__all__ = ["KINDS", "Backoff", "Cache", "Kind", "Store", "Stream"]
+__all__ = ["CLUSTER_KINDS", "KINDS", "Backoff", "Cache", "Kind", "Store", "Stream"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -38,6 +38,7 @@ from typing import Any
 from workers.contracts.ids import MUTE_ACTION
 from workers.contracts.signing import sign_id
 from workers.diagnosis.models import Diagnosis
+from workers.diagnosis.queue_position import StartEstimate
 from workers.plumbing import metrics
 from workers.records.offers import offer_escalation
 from workers.records.stalls import (
@@ -75,6 +76,7 @@ class Candidate:
     diagnosis: Diagnosis
     live: Any  # a RunReport-shaped value (diagnosis, workspace, objects) for the Escalate offer
     uid: str
+    start: StartEstimate | None = None  # its group's next start (starts.py), when it has a basis
 
 
 def _stamp(moment: datetime | None) -> str:
@@ -348,14 +350,12 @@ def _restate(services: Services, ws: str, key: str, record: PostRecord, c: Candi
 # ------------------------------------------------------------------ groups
 
 
-def start_note(diagnoses: list[Diagnosis]) -> str:
+def start_note(estimates: Iterable[StartEstimate | None]) -> str:
     """`; the next start ≈ 14:20 UTC` for runs waiting in one ClusterQueue (SPEC §7b, issue 35): the
     soonest start any of them has an estimate for — its ETA-based `earliest`, else its time-limit
     `latest` (`at the latest`) — or nothing when none has one (never a time without a basis)."""
     best: tuple[str, str] | None = None
-    for d in diagnoses:
-        qp = d.queue_position or next((p.forecast for p in d.phases if p.forecast is not None), None)
-        est = qp.start_estimate if qp is not None else None
+    for est in estimates:
         at = (est.earliest or est.latest) if est is not None else None
         if est is not None and at and (best is None or at < best[0]):
             best = (at, "≈" if est.earliest else "at the latest")
@@ -391,7 +391,8 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
     now_members = {c.uid: {"run": c.stall.run, "phase": c.stall.phase, "since": _stamp(c.stall.since)}
                    for c in members}
     first = sorted(members, key=lambda c: c.stall.run)[0]
-    shown = label + start_note([c.diagnosis for c in members])  # the stored label stays the cause's
+    note = start_note(c.start for c in members)
+    shown = label + note  # the stored label stays the cause's; the note is kept beside it
     if record is None or record.state != "stalled":
         offer_box: list[Any] = []
         mute, mute_id = _mute_button(services)
@@ -417,7 +418,7 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
         _store_mute(services, mute_id, MuteRecord(workspace=ws, namespace=first.stall.namespace,
                                                   runs=[(c.stall.run, c.stall.kind) for c in members],
                                                   channel=channel, ts=ts))
-        save(services.redis, ws, key, PostRecord(channel=channel, ts=ts, group=group, label=label,
+        save(services.redis, ws, key, PostRecord(channel=channel, ts=ts, group=group, label=label, note=note,
                                                  members=now_members, phase=first.stall.phase,
                                                  reason=first.stall.reason, posted_at=now,
                                                  degraded=was_degraded))
@@ -431,9 +432,15 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
             services.redis.expire(record_key(ws, c.uid), RECORD_TTL)
     if not joined:
         services.redis.expire(key, RECORD_TTL)
-        return "unchanged"  # runs that left are settled (and the card edited) by `settle`
+        if note == record.note:
+            return "unchanged"  # runs that left are settled (and the card edited) by `settle`
+        # The next start moved (a holder finished, a time limit came nearer): the header says the new one,
+        # edited in place without a reply.
+        _edit(services, record.channel, record.ts,
+              _group_edit((record.label or label) + note, record.members))
+        save(services.redis, ws, key, record.model_copy(update={"note": note}))
+        return "moved"
     merged = {**record.members, **{uid: now_members[uid] for uid in joined}}
-    note = start_note([c.diagnosis for c in members])
     _edit(services, record.channel, record.ts, _group_edit((record.label or label) + note, merged))
     said = [_reply(services, ws, f"group:{digest}", record,
                    f"➕ {code(now_members[uid]['run'], 80)} is stuck for the same cause.", f"join:{uid}")
@@ -443,7 +450,8 @@ def post_group(services: Services, ws: str, channel: str, group: str, label: str
     for uid in joined:
         c = next(m for m in members if m.uid == uid)
         _save_member(services, ws, c, record.channel, record.ts, group, record.posted_at)
-    save(services.redis, ws, key, record.model_copy(update={"members": merged, "seq": record.seq + 1}))
+    save(services.redis, ws, key, record.model_copy(update={"members": merged, "note": note,
+                                                            "seq": record.seq + 1}))
     for ident in said:
         _release(services, ws, str(ident))
     return "edited"
@@ -470,7 +478,7 @@ def leave_group(services: Services, ws: str, uid: str, why: str, at: str) -> boo
     run = record.members[uid]["run"]
     members = {u: m for u, m in record.members.items() if u != uid}
     if members:
-        _edit(services, record.channel, record.ts, _group_edit(record.label, members))
+        _edit(services, record.channel, record.ts, _group_edit(record.label + record.note, members))
         said = _reply(services, ws, f"group:{digest}", record,
                       f"✅ {code(run, 80)} {why} at {at} and left this group.", f"leave:{uid}")
         if said is None:

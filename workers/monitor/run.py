@@ -26,6 +26,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -61,6 +62,7 @@ from .posts import (
     settle,
 )
 from .stalls import Thresholds, classify
+from .starts import NextStarts
 
 log = logging.getLogger(__name__)
 CHECKED = keys.MONITOR_LOG_CHECKED
@@ -157,8 +159,12 @@ class Judged:
 
 async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Cache, reader: KubeReader,
                           report: SweepReport, log_budget: list[int],
-                          lease: Lease | None = None) -> Judged | None:
-    """Every run of the workspace's namespace judged; None when its objects could not all be read."""
+                          lease: Lease | None = None, etas: dict[str, datetime] | None = None,
+                          starts: NextStarts | None = None) -> Judged | None:
+    """Every run of the workspace's namespace judged; None when its objects could not all be read.
+    ``etas``: the cluster's running Workloads' training ETAs as last judged (namespace/name → end),
+    kept up to date here for this namespace; ``starts``: the sweep's next starts (one per sweep and
+    cluster), which the groups of runs waiting for quota here take theirs from."""
     ns, name = ws.spec.namespace, ws.metadata.name
     unread = cache.unread(ns)
     if unread:  # never judge a run on objects that could not be read
@@ -202,6 +208,8 @@ async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
                 logs = _last_log(services, ns, run)
             d = evaluate(per_run[run], run, now, ns, logs=logs, linked=objs,
                          stall_seconds=services.settings.progress_stall_minutes * 60)
+            if etas is not None:
+                _keep_eta(etas, objs.workloads, d)
             stall = classify(d, objs, now, thresholds)
         except (LeaseLost, redis.RedisError):
             raise
@@ -220,7 +228,40 @@ async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
         live = RunReport(diagnosis=d, workspace=name, namespace=ns, requests=0, objects=per_run[run],
                          descriptor=ws, linked_objects=objs)
         judged.stalled.append(Candidate(stall, d, live, uid))
+    if etas:  # forget the ETAs of this namespace's Workloads that are gone
+        present = {f"{ns}/{meta(w).get('name')}" for run in runs for w in linked[run].workloads}
+        for gone in [k for k in etas if k.partition("/")[0] == ns and k not in present]:
+            del etas[gone]
+    _with_starts(services, name, judged.stalled, starts or NextStarts(cache, now, etas))
     return judged
+
+
+def _keep_eta(etas: dict[str, datetime], workloads: list[dict], d: Any) -> None:
+    """The run's training ETA (layer 7) as the release estimate of its Workloads, or none."""
+    end = d.eta.expected_end if d.eta is not None else None
+    if end is None and not etas:
+        return
+    for wl in workloads:
+        key = f"{meta(wl).get('namespace')}/{meta(wl).get('name')}"
+        if end is not None:
+            etas[key] = end
+        else:
+            etas.pop(key, None)
+
+
+def _with_starts(services: Services, ws: str, stalled: list[Candidate], starts: NextStarts) -> None:
+    """Each run waiting for quota in a group gets its group's next start (starts.py, issue 35) — for a
+    group that posts as one (two runs or more, or its post is live), not a run posted alone."""
+    groups: dict[str, list[Candidate]] = {}
+    for c in stalled:
+        if c.stall.group and c.stall.reason == "quota.waiting" and c.live.linked_objects is not None:
+            groups.setdefault(c.stall.group, []).append(c)
+    for group, members in groups.items():
+        if len(members) < 2 and not live_group(services, ws, group):
+            continue
+        start = starts.of_group([c.live.linked_objects for c in members])
+        for c in members:
+            c.start = start
 
 
 def _guarded(report: SweepReport, what: str, action: Any) -> str:
@@ -312,6 +353,7 @@ class Cluster:
     lease: Lease | None
     services: Services
     workspaces: list[WorkspaceConnection]
+    etas: dict[str, datetime] = field(default_factory=dict)  # running Workloads' ETAs, for next starts
 
 
 class Monitor:
@@ -387,13 +429,14 @@ class Monitor:
             finally:
                 slots.release()
 
+        starts = NextStarts(cluster.cache, cluster.services.clock.now(), cluster.etas)
         try:
             for ws in cluster.workspaces:
                 _share_hints(cluster.services, ws, cluster.cache)
                 if not ws.spec.slack.channels:
                     continue
                 judged = await judge_workspace(cluster.services, ws, cluster.cache, cluster.reader, report,
-                                               budget, cluster.lease)
+                                               budget, cluster.lease, cluster.etas, starts)
                 if judged is None:
                     continue
                 await slots.acquire()
@@ -523,14 +566,14 @@ async def _hold_until(monitor: Monitor, stop: asyncio.Event, deadline: float, *,
 
 
 async def _all_synced(monitor: Monitor) -> None:
-    """Return once every store of every cluster has been LISTed once."""
-    pending = [s for c in monitor.clusters.values() for s in c.cache.stores.values() if not s.synced]
+    """Return once every store of every cluster has been LISTed once (`Cache.first_lists`)."""
+    pending = [s for c in monitor.clusters.values() for s in c.cache.first_lists()]
     await asyncio.gather(*(s.until(lambda s=s: s.synced) for s in pending))
 
 
 async def _until_synced(monitor: Monitor, stop: asyncio.Event) -> None:
     """Wait (a little) for namespaces still on their first LIST, so the first sweep sees them."""
-    pending = [s for c in monitor.clusters.values() for s in c.cache.stores.values() if not s.synced]
+    pending = [s for c in monitor.clusters.values() for s in c.cache.first_lists()]
     if not pending:
         return
     waits = [asyncio.ensure_future(s.until(lambda s=s: s.synced)) for s in pending]

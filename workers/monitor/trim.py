@@ -1,8 +1,8 @@
 """What the monitor keeps of an object: the fields its rules and the engine read, nothing else.
 
 The monitor's cache holds every Job, RayJob, Workload, RayCluster, Pod, ResourceClaim and Warning
-Event of every watched namespace for as long as it runs (SPEC §11: 20,000 runs in at most
-1.5 GB). Most of a real object is never read — server-side-apply bookkeeping
+Event of every watched namespace, and the cluster's ClusterQueues, for as long as it runs (SPEC §11:
+20,000 runs in at most 1.5 GB). Most of a real object is never read — server-side-apply bookkeeping
 (`metadata.managedFields`), kubectl's copy of the applied manifest, a pod's environment, probes,
 mounts and projected token volumes, a Job's or RayJob's whole pod template — so each object is
 trimmed as it arrives, before it is stored, as client-go's informers do with `SetTransform`
@@ -93,6 +93,15 @@ KEEP: dict[str, dict[str, Any]] = {
         "priorityClassSource": ALL, "maximumExecutionTimeSeconds": ALL,
         "podSets": {"name": ALL, "count": ALL, "minCount": ALL, "topologyRequest": ALL,
                     "template": POD_SET_TEMPLATE}}, "status": ALL},
+    # What the start estimate reads of a ClusterQueue (start_estimate.py, queue_position.py): its
+    # quota, cohort and queueing strategy, what is reserved and admitted, how many wait in it, and
+    # its Active condition — not its namespaceSelector, preemption or fair-sharing settings.
+    "ClusterQueue": {"spec": {
+        "cohortName": ALL, "cohort": ALL, "queueingStrategy": ALL,
+        "resourceGroups": {"coveredResources": ALL, "flavors": {"name": ALL, "resources": {
+            "name": ALL, "nominalQuota": ALL, "borrowingLimit": ALL, "lendingLimit": ALL}}}},
+        "status": {"flavorsReservation": ALL, "flavorsUsage": ALL, "pendingWorkloads": ALL,
+                   "reservingWorkloads": ALL, "admittedWorkloads": ALL, "conditions": ALL}},
 }
 TOP = {"apiVersion", "kind", "metadata", "spec", "status"}
 

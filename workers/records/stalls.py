@@ -34,6 +34,7 @@ class PostRecord(BaseModel):
     phase: str = ""
     group: str | None = None
     label: str = ""
+    note: str = ""  # groups: the next start their card says (`; the next start ≈ 14:20 UTC`), or ""
     members: dict[str, dict[str, str]] = Field(default_factory=dict)  # groups: uid → {run, phase, since}
     state: str = "stalled"  # stalled | recovered | finished | deleted | left | resolved
     posted_at: float = 0.0  # epoch seconds of the top-level post (a re-stall after 24 h posts anew)
