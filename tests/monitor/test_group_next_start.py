@@ -187,3 +187,28 @@ def test_a_kueue_serving_only_v1beta1_is_read_there(monitored: Any) -> None:
         listed = {r.path for r in w.emu.requests if "kueue.x-k8s.io" in r.path}
         assert "/apis/kueue.x-k8s.io/v1beta1/clusterqueues" in listed
         assert f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{k8s.NS}/workloads" in listed
+
+
+def test_a_cluster_queue_the_monitor_may_not_read_leaves_every_run_judged(monitored: Any) -> None:
+    """A chart without the ClusterQueue rule (403 on the cluster-wide LIST): no time is said, every run
+    is still judged and posted, and no sweep waits for that LIST (`Cache.first_lists`)."""
+    with monitored(world()) as w:
+        w.emu.forbid("list", "clusterqueues")
+        report = asyncio.run(run_once(w.services))
+        [post] = w.group_posts()
+        header = next(b["text"]["text"] for b in post.params["blocks"] if b["type"] == "header")
+        assert header == HEADER
+        assert report.unread == [] and report.stalled == 2
+
+        async def waits() -> list[Any]:
+            monitor = Monitor(w.services, leased=False)
+            try:
+                await monitor.sync()
+                [cluster] = monitor.clusters.values()
+                await cluster.cache.list_all()
+                assert cluster.cache.streams[(None, "ClusterQueue")].error
+                return cluster.cache.first_lists()
+            finally:
+                await monitor.close()
+
+        assert asyncio.run(waits()) == []
