@@ -51,13 +51,13 @@ class ServerProcess:
     thread from start to end — so it never fills a pipe nobody reads — and each server's
     "listening" line, logged once its socket is bound, is the event that it is up."""
 
-    def __init__(self, env: dict[str, str], processes: int) -> None:
+    def __init__(self, env: dict[str, str], processes: int, *, say_processes: bool = True) -> None:
+        """``processes``: how many servers to expect; ``say_processes`` False leaves `--processes`
+        to its default."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "workers.cli", "serve", "http", "--host", "127.0.0.1",
-                   "--port", str(self.port)]
-        if processes > 1:
-            command += ["--processes", str(processes)]
+                   "--port", str(self.port), *(["--processes", str(processes)] if say_processes else [])]
         self.processes = processes
         self.proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
@@ -164,6 +164,21 @@ def test_two_server_processes_share_the_port_and_one_metrics_view(slack_app: Sla
     # SIGTERM, none twice.
     audited = [line for line in server.log().splitlines() if "taubot.audit: command " in line]
     assert len(audited) == 20 and all("outcome=queued" in line and "run=llama-ft-7b" in line for line in audited)
+
+
+def test_serve_http_runs_two_server_processes_unless_told(slack_app: SlackApp) -> None:
+    """Issue 36: one process's threads queue for one interpreter lock, so a burst of commands is
+    acked about twice as soon by two (workers/cli/services.py DEFAULT_SERVE_PROCESSES)."""
+    server = ServerProcess(service_env(slack_app), processes=2, say_processes=False)
+    try:
+        server.wait_listening()
+        assert len(server.children()) == 2
+        body = slash_command_body(text="status llama-ft-7b", channel_id=CHANNEL,
+                                  response_url=slack_app.fake.response_url("default"))
+        assert "Diagnosing `llama-ft-7b`" in post_command(server.url, body)["text"]
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0
 
 
 def test_a_server_process_that_dies_takes_the_others_down(slack_app: SlackApp) -> None:

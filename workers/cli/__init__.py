@@ -50,8 +50,10 @@ def _forks(argv: list[str]) -> bool:
         return True
     if argv[:2] != ["serve", "http"]:
         return False
+    from .services import DEFAULT_SERVE_PROCESSES  # the module `serve` is registered by, loaded for it anyway
+
     early = argparse.ArgumentParser(add_help=False)
-    early.add_argument("--processes", default="1")
+    early.add_argument("--processes", default=str(DEFAULT_SERVE_PROCESSES))
     known, _ = early.parse_known_args(argv[2:])
     return known.processes.strip().isdigit() and int(known.processes) > 1
 

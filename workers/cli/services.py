@@ -16,6 +16,13 @@ from typing import Any
 from .errors import UsageError
 from .registry import subcommand
 
+# `taubot serve http`'s server processes unless told (the Helm chart says 2 too). Why 2, not 1: a
+# burst of 50 signed `/tau status` on 2 cores was acked in p50 14-17 / p99 22-29 ms by two
+# processes and p50 21-27 / p99 59-70 ms by one (bench/ack_latency.py, load 1.9, issue 36), and
+# two took less CPU per ack (0.52-0.64 ms against 0.70-0.86: one process's threads queue for one
+# interpreter lock). On one core they share it, for ~50 MB more.
+DEFAULT_SERVE_PROCESSES = 2
+
 
 def ServiceConfigError(message: str) -> Exception:  # noqa: N802 - reads as the exception it builds
     """A service cannot start with this configuration: the CLI's `UsageError` (one line, exit 2)."""
@@ -177,10 +184,10 @@ def add_service_commands(sub: Any) -> None:
     http = modes.add_parser("http", help="Bolt app over HTTP: /slack/events and /healthz")
     http.add_argument("--port", type=int, default=3000)
     http.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
-    http.add_argument("--processes", type=int, default=1, metavar="N",
-                      help="N server processes sharing the port (SO_REUSEPORT): an ack is CPU-bound "
-                      "and one process has one interpreter lock, so a burst of commands is acked "
-                      "about N times sooner with N cores")
+    http.add_argument("--processes", type=int, default=DEFAULT_SERVE_PROCESSES, metavar="N",
+                      help="N server processes sharing the port (SO_REUSEPORT; default "
+                      f"{DEFAULT_SERVE_PROCESSES}): an ack is CPU-bound and one process has one "
+                      "interpreter lock, so a burst of commands is acked about N times sooner with N cores")
     http.set_defaults(func=cmd_serve_http)
     socket = modes.add_parser("socket", help="Bolt app over Socket Mode (development)")
     socket.set_defaults(func=cmd_serve_socket)
@@ -197,5 +204,5 @@ def add_service_commands(sub: Any) -> None:
     worker.set_defaults(func=cmd_worker)
 
 
-__all__ = ["ServiceConfigError", "add_service_commands", "cmd_serve_http", "cmd_serve_socket",
-           "cmd_worker", "redis_given"]
+__all__ = ["DEFAULT_SERVE_PROCESSES", "ServiceConfigError", "add_service_commands", "cmd_serve_http",
+           "cmd_serve_socket", "cmd_worker", "redis_given"]
