@@ -258,6 +258,9 @@ class TauCommands:
         instead of waiting a whole budget of its own. With ``deadline`` (the HTTP server's) the
         work runs on this thread and the server answers "still working" should it be late."""
         started = self.clock() if arrived is None else arrived
+        presser = presser or Presser(self.resolver, str(payload.get("user_id") or ""))
+        if deadline is not None:
+            return self._under(deadline, payload, respond, presser, started)
         try:
             command = parse(str(payload.get("text") or ""))
         except CommandError as error:
@@ -266,15 +269,6 @@ class TauCommands:
         if isinstance(command, HelpCommand):
             self._audit(payload, None, "help", None, "help", started)
             return help_reply(command.topic)
-        presser = presser or Presser(self.resolver, str(payload.get("user_id") or ""))
-        if deadline is not None and deadline.at > self.clock() and deadline.arm():
-            reply, outcome, identity = self.authorize_and_enqueue(command, payload, presser)
-            if deadline.settle():
-                self._audit(payload, identity, command.verb, command, outcome, started)
-                return reply
-            self._audit(payload, None, command.verb, command, "pending", started)  # the server said so
-            self._deliver_late(reply, outcome, respond)
-            return STILL_WORKING
         future = self.executor.submit(self.authorize_and_enqueue, command, payload, presser)
         try:
             left = max(0.0, started + self.ack_budget - self.clock())
@@ -285,6 +279,38 @@ class TauCommands:
             return STILL_WORKING
         self._audit(payload, identity, command.verb, command, outcome, started)
         return reply
+
+    def _under(self, deadline: AckDeadline, payload: dict[str, Any], respond: Callable[..., Any],
+               presser: Presser, started: float) -> Reply:
+        """Behind the HTTP server, which keeps ``deadline``: decided on this thread and claimed
+        through the deadline, so exactly one of the two answers Slack. A command this thread
+        reaches after its deadline — the server answers it "still working" then, whatever its
+        thread is doing — is decided on the pool, and what it comes to, a usage line or a
+        refusal alike, is told on ``respond`` (a queued command needs no word)."""
+        if not (deadline.at > self.clock() and deadline.arm()):
+            future = self.executor.submit(self.decide, payload, presser)
+            future.add_done_callback(lambda done: self._late_decision(done, payload, respond, started))
+            return STILL_WORKING  # unheard: the server's answer is the ack
+        reply, outcome, identity, kind, command = self.decide(payload, presser)
+        if deadline.settle():
+            self._audit(payload, identity, kind, command, outcome, started)
+            return reply
+        self._audit(payload, None, kind, command, "pending", started)  # the server said so
+        self._deliver_late(reply, outcome, respond)
+        return STILL_WORKING
+
+    def decide(self, payload: dict[str, Any], presser: Presser
+               ) -> tuple[Reply, str, Identity | None, str, Command | None]:
+        """What one command comes to: its reply, the audit's outcome, the identity it ran as, the
+        kind of command and the command (None for usage or help). Never raises."""
+        try:
+            command = parse(str(payload.get("text") or ""))
+        except CommandError as error:
+            return usage_reply(error), "usage", None, error.verb or "unknown", None
+        if isinstance(command, HelpCommand):
+            return help_reply(command.topic), "help", None, "help", None
+        reply, outcome, identity = self.authorize_and_enqueue(command, payload, presser)
+        return reply, outcome, identity, command.verb, command
 
     def _audit(self, payload: dict[str, Any], identity: Identity | None, kind: str, command: Command | None,
                outcome: str, started: float) -> None:
@@ -321,6 +347,17 @@ class TauCommands:
             log.exception("enqueue failed")
             return INTERNAL_ERROR, "error", identity
         return queued_reply(command), "queued", identity
+
+    def _late_decision(self, done: Future[tuple[Reply, str, Identity | None, str, Command | None]],
+                       payload: dict[str, Any], respond: Callable[..., Any], started: float) -> None:
+        """A decision made after the server answered "still working": audited, and told unless queued."""
+        try:
+            reply, outcome, _identity, kind, command = done.result()
+        except Exception:  # noqa: BLE001 - a thread callback has nobody to raise to
+            log.exception("could not deliver a late /tau reply")
+            return
+        self._audit(payload, None, kind, command, "pending", started)
+        self._deliver_late(reply, outcome, respond)
 
     def _late(self, done: Future[tuple[Reply, str, Identity | None]], respond: Callable[..., Any]) -> None:
         """After a "still working" ack: tell the user only if nothing was started."""

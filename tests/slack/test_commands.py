@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from bot.commands import STILL_WORKING, TauCommands
+import pytest
+
+from bot.commands import STILL_WORKING, AckDeadline, TauCommands
 from bot.identity import Unmapped
 from tests.fakes.kube_api import KubeEmulator
 from workers.collect.operator_access import cache_key, may_see_operator_hints
@@ -86,6 +88,42 @@ def test_a_command_that_queued_past_its_budget_acks_still_working_at_once() -> N
     assert jobs.done.wait(5)
     commands.executor.shutdown(wait=True)
     assert len(jobs.calls) == 1 and responses.calls == []
+
+
+class Instant:
+    """An identity source that answers at once."""
+
+    def __init__(self, answer: Identity | Unmapped) -> None:
+        self.answer = answer
+
+    def resolve(self, slack_user_id: str) -> Identity | Unmapped:
+        return self.answer
+
+
+@pytest.mark.parametrize(("text", "resolver", "told"), [
+    ("statsu r", Instant(ALICE), "did you mean"),
+    ("status r", Instant(Unmapped(slack_user_id="U012ALICE", reason="ask the platform operator")),
+     "ask the platform operator"),
+    ("status r", Instant(ALICE), None),
+])
+def test_a_command_reached_after_the_server_answered_is_told_on_response_url(
+        text: str, resolver: Instant, told: str | None) -> None:
+    """Behind `taubot serve http` the server answers "still working" at the deadline whatever
+    the command's thread is doing (its thread held by a stalled Redis, say). A thread that
+    reaches the command afterwards must not answer into the void: a usage mistake or a refusal
+    goes to response_url; a queued command needs no further word."""
+    responses, jobs = Recorder(), Recorder()
+    commands = TauCommands(resolver, jobs.enqueue, clock=lambda: 1000.0)
+    deadline = AckDeadline(1000.0 - 1)
+    assert not deadline.expire()  # the server at the deadline, the command not started: it answers
+    assert commands.handle({**PAYLOAD, "text": text}, responses.respond, arrived=1000.0 - 3,
+                           deadline=deadline) == STILL_WORKING
+    commands.executor.shutdown(wait=True)  # the late answer has gone when this returns
+    if told is None:
+        assert responses.calls == [] and len(jobs.calls) == 1
+    else:
+        [late] = responses.calls
+        assert told in late["text"] and late["response_type"] == "ephemeral" and jobs.calls == []
 
 
 def test_enqueue_bug_is_an_ephemeral_error_not_an_exception() -> None:
