@@ -22,7 +22,7 @@ import yaml
 from kubernetes_asyncio import client, watch
 
 from bench.emulator_process import DelayingProxy
-from tests.fakes.kube_api import KubeEmulator, RecordedRequest
+from tests.fakes.kube_api import KubeEmulator, RecordedRequest, running_emulator
 from workers.kube.client import (
     PRECONNECT,
     ClusterTarget,
@@ -373,3 +373,33 @@ async def test_a_netrc_entry_for_the_api_server_is_not_sent(emu: KubeEmulator, t
         await api.close()
     [request] = emu.requests
     assert request.header_values("Authorization") == ["Bearer bot-token"]
+
+
+def test_a_workers_pool_sends_a_round_of_64_rank_log_reads_at_once() -> None:
+    """A hung or failed distributed run's third round reads every rank's log tail (at most 64
+    pods, SPEC §5c) beside its other reads: a worker's shared pool (`WarmKubeClients`, on the
+    process loop as a job runs) must not hold some of them back for a connection, or the round
+    arrives in waves — a round trip each (the pool's former 16 connections took 32 ranks in two).
+    The emulator holds each answer, so a request's round says whether it waited for another's."""
+    from workers.kube.client import POOL_CONNECTIONS, WarmKubeClients
+    from workers.plumbing.loop import ProcessLoop
+
+    # Pods of an Indexed Job (batch/v1, shape as in `job_pod`); their logs are what a rank read asks for.
+    pods = [job_pod(i) for i in range(64)]
+    loop = ProcessLoop(name="test-warm-pool")
+    with running_emulator(pods, latency=0.3) as emu:
+        async def read_every_rank() -> list[object]:
+            clients = WarmKubeClients(loop=loop)
+            try:
+                reader = KubeReader(await clients.user(ClusterTarget(server=emu.base_url), ALICE))
+                return await asyncio.gather(*(
+                    reader.text(resource_path("", "v1", "pods", NS, p["metadata"]["name"], "log"),
+                                {"tailLines": 500}) for p in pods))
+            finally:
+                await clients.close()
+
+        answers = loop.run(read_every_rank())
+        assert POOL_CONNECTIONS >= 64 + 8
+        assert all(not isinstance(a, ReadError) for a in answers), answers[:3]
+        assert len(emu.requests) == 64 and emu.rounds() == 1, sorted({r.round for r in emu.requests})
+        assert_impersonates_alice(emu.requests)

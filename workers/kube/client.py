@@ -262,7 +262,12 @@ def env_proxy(server: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme or "https")
 
 
-POOL_CONNECTIONS = 16  # per cluster and process: a status's widest round is 8 requests, a tick's fewer
+# Per cluster and process. A status's widest round is its third when a distributed run hangs or
+# fails: every rank's log tail (at most 64 pods, SPEC §5c) beside the run's log, the nodes and the
+# reviews. A smaller pool sends such a round in waves, each a round trip (16 took 32 rank logs in
+# two). Connections are opened only as requests need them and idle ones close after
+# `POOL_IDLE_SECONDS`, so a worker that reads no ranks holds as few as before.
+POOL_CONNECTIONS = 72
 # Connections a one-shot client opens beside its first round's (4 requests), so that its second
 # round (a waiting Job's: 7) finds them open: 200 ms at 200 ms RTT (bench/bench_cold_cli.py).
 PRECONNECT = 4
