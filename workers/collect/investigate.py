@@ -13,8 +13,9 @@ Layers 1–2 come first: when the descriptor does not resolve, the cluster does
 not answer, or the TauWorkspace is not Ready, that is the answer and the ten
 phases are reported as unreachable, not failed.
 
-`--run-profile` adds its own bounded reads after the status (workers/collect/dcgm.py),
-in the same client session; without it nothing here changes.
+`--run-profile` adds its own bounded reads within the same rounds (workers/collect/dcgm.py):
+the exporter discovery with round 2, the metrics with round 3; in the same client session, and
+without it nothing here changes.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from workers.collect.dcgm import collect_profile
+from workers.collect.dcgm import ProfileReads
 from workers.collect.experiments import MlflowAuth, experiment_record
 from workers.collect.kueue import (
     CLUSTER_QUEUE_NAMES,
@@ -507,11 +508,12 @@ async def user_session(kube: KubeClients, ws: WorkspaceConnection, identity: Ide
 async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: datetime, plan: ReadPlan,
                          seen: SeenStore | None = None, mlflow_auth: MlflowAuth | None = None) -> RunReport:
     """`investigate` inside the caller's session: collect, evaluate, and with `plan.profile` the GPU
-    run profile (SPEC §6) read afterwards with the same reader; without it the request count is
-    exactly the base status's. The objects are linked once; the answer is one `RunReport` that
-    every later reader uses. `plan.queue_memo` (a watch's last queue read) is reused while the
-    run's Workloads are unchanged, so such a tick makes no queue reads; `plan.list_namespace_workloads`
-    False (a tick) reads the Workloads ahead by name instead of listing the namespace's."""
+    run profile (SPEC §6), its reads sent within the status's rounds on the same client
+    (`ProfileReads`); without it the request count is exactly the base status's. The objects are
+    linked once; the answer is one `RunReport` that every later reader uses. `plan.queue_memo` (a
+    watch's last queue read) is reused while the run's Workloads are unchanged, so such a tick
+    makes no queue reads; `plan.list_namespace_workloads` False (a tick) reads the Workloads ahead
+    by name instead of listing the namespace's."""
     run, timeout, layer7, stall_seconds = plan.run, plan.timeout, plan.layer7, plan.stall_seconds
     queue_memo = plan.queue_memo
     ns = ws.spec.namespace
@@ -521,8 +523,13 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
     log_access = LogAccess(reader, ns)
     # What the last read of the run found sends the log's dependent reads with it (issue 36.2).
     ahead = ReadAhead(reader, seen, now, stall_seconds)
+    # `--run-profile`: the exporter discovery with round 2, the metrics with round 3 (issue 36.2).
+    profile_reads = ProfileReads(reader, now=now, namespaces=plan.exporter_namespaces, hints=seen,
+                                 cluster=ws.cluster_target().model_dump_json()) if plan.profile else None
 
     def on_run(objs: RunObjects) -> None:
+        if profile_reads is not None:
+            profile_reads.discover(objs)
         driver_log = layer7 and reads_driver_log(objs, now)
         if driver_log:
             log_access.start()
@@ -530,6 +537,8 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
             ahead.recall(objs, driver_log=driver_log)
 
     async def nodes_and_evidence(objs: RunObjects) -> tuple[Any, Any]:
+        if profile_reads is not None:
+            profile_reads.scrape(objs)
         none: tuple[Any, Any] = (None, None)
         nodes_call = read_nodes(reader, objs) if plan.nodes_health and objs.pods else _value(none)
         evidence_call = layer7_evidence(reader, ws, objs, now, timeout=timeout, mlflow_token=None,
@@ -579,6 +588,8 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
     finally:
         await log_access.settle()
         await ahead.settle()
+        if profile_reads is not None:
+            await profile_reads.settle()
         if first_queue is not None:
             if first_queue.done() and not first_queue.cancelled() and first_queue.exception() is None:
                 CLUSTER_QUEUE_NAMES.learn(cluster, ns, ws.spec.localQueue, first_queue.result(), shared=seen)
@@ -593,9 +604,8 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
     if ready and collected.alongside is not None:
         (node_objects, node_gaps), (logs, experiment) = collected.alongside
         objects = [*objects, *(node_objects or [])]
-    if ready and plan.profile:
-        gpu_profile = await collect_profile(reader, collected.linked or find_run(objects, run, ns),
-                                            now=now, namespaces=plan.exporter_namespaces)
+    if ready and profile_reads is not None:
+        gpu_profile = await profile_reads.profile(collected.linked or find_run(objects, run, ns))
     report: LayerReport | None = None
     if isinstance(tw, ReadError):
         report = unreachable_report(ws, tw, f"TauWorkspace {ws.spec.workspace}")
@@ -638,7 +648,8 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
         # A run that can never fit is a warning with the numbers, as a dump's answer is (SPEC §5b).
         diagnosis = with_never_fits(diagnosis.model_copy(update={"queue_position": position}), position)
     return RunReport(diagnosis=diagnosis, workspace=ws.metadata.name, namespace=ns,
-                     requests=reader.requests_made - start, objects=objects, layer_report=report,
+                     requests=reader.requests_made - start + (profile_reads.requests if profile_reads else 0),
+                     objects=objects, layer_report=report,
                      profile=gpu_profile, descriptor=ws, linked_objects=collected.linked, queue_memo=memo)
 
 

@@ -44,7 +44,7 @@ class ReadPlan(BaseModel):
     run: str
     workspace: str | None = None
     timeout: float = 10.0
-    profile: bool = False  # `--run-profile`: the GPU telemetry reads after the status
+    profile: bool = False  # `--run-profile`: the GPU telemetry reads, within the status's rounds
     layer7: bool = True  # the log and the experiment record, once the run's process has started
     nodes_health: bool = True  # layer 6: the Nodes of the run's live pods
     stall_seconds: int = DEFAULT_STALL_SECONDS

@@ -19,6 +19,7 @@ sets — the timed jobs' due and leased sets (`workers/plumbing/timed_jobs.py`) 
 | first sighting of a log | `taubot:log-seen:<run uid>` | layer 7 | layer 7 |
 | what the last log read found | `taubot:last-read:<run uid>` | layer 7 | layer 7 (what to send early) |
 | LocalQueue → ClusterQueue | `taubot:cq-of:<digest>` | queue read | queue read |
+| exporter labels of a cluster | `taubot:exporter-labels:<digest>` | `--run-profile` | `--run-profile` |
 | stall monitor | `taubot:monitor:…` (rec, group, posted, claim, lease, log-checked) | monitor | monitor |
 | mute | `taubot:monitor:mute:…`, `taubot:monitor:mute-record:<id>` | Mute press, monitor | monitor, Mute |
 | Slack user → identity | `taubot:identity:<team>:<user>` | front end | front end |
@@ -104,6 +105,7 @@ OPERATOR_ACCESS = "taubot:operator-access:"
 LOG_SEEN = "taubot:log-seen:"
 LAST_READ = "taubot:last-read:"  # + the run's uid: what its last layer-7 read found (logs/memory.py)
 CLUSTER_QUEUE_OF = "taubot:cq-of:"  # + a digest of (cluster, namespace, LocalQueue): the ClusterQueue's name
+EXPORTER_LABELS = "taubot:exporter-labels:"  # + a digest of the cluster: both exporter LISTs at once
 
 
 def log_seen_key(run_uid: str) -> str:
@@ -116,6 +118,11 @@ def last_read_key(run_uid: str) -> str:
 
 def cluster_queue_of_key(digest: str) -> str:
     return CLUSTER_QUEUE_OF + digest
+
+
+def exporter_labels_key(cluster: str) -> str:
+    """Per cluster target (its JSON), hashed: a server URL is no part of a key."""
+    return EXPORTER_LABELS + hashlib.sha256(cluster.encode()).hexdigest()[:32]
 
 
 def operator_access_key(scope: str, identity_json: str) -> str:
