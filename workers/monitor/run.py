@@ -4,7 +4,9 @@ Every run is judged with the same pure `evaluate()` as a status, on the
 cache's objects and the clock's `now`. Log reads for Runtime progress are
 bounded (at most `TAUBOT_MONITOR_LOG_READS_PER_SWEEP` runs, oldest-checked
 first). The monitor reads with the bot's own read-only identity, never
-impersonating, and only in namespaces that descriptors name.
+impersonating, and only in namespaces that descriptors name. What a log read
+finds waiting is kept as the record of the run's last read (`last_read.py`), so
+a `/tau status` right after a stall's post sends its dependent reads at once.
 
 Staying up is the point: one run's failure (a hostile name, a card that does
 not validate, a read error) is logged, counted and skipped; Redis unreachable
@@ -51,6 +53,7 @@ from workers.surfaces.pacing import CHANNEL_PER_SECOND, Rate, SlackPacer
 
 from .cache import Cache
 from .index import group_by_run
+from .last_read import keep_last_read
 from .lease import Lease, LeaseLost, cluster_lease_key
 from .posts import (
     Candidate,
@@ -182,6 +185,7 @@ async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
                and main_started(RunContext(objs=linked[r], now=now))}
     # Oldest-checked first, at most the budget per sweep; the others keep their last read log.
     to_read = set(sorted(started, key=lambda r: _last_checked(services, ns, r))[:max(0, log_budget[0])])
+    stall_seconds = services.settings.progress_stall_minutes * 60
     log_budget[0] -= len(to_read)
     for run in runs:
         report.runs += 1
@@ -198,16 +202,16 @@ async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
             logs = None
             if run in to_read:
                 report.log_reads += 1
-                logs = await log_evidence(reader, objs, kusto=kusto, now=now,
-                                          stall_seconds=services.settings.progress_stall_minutes * 60)
+                logs = await log_evidence(reader, objs, kusto=kusto, now=now, stall_seconds=stall_seconds)
                 # An untimed log (Ray's Jobs API) is dated by when its tail was first seen — the
                 # record /tau status and watches keep too — so a silent hang becomes a stall.
                 logs = remember(services.redis, meta(objs.run or {}).get("uid"), logs, now)
                 _remember_log(services, ns, run, logs)
+                # Found waiting: the next status sends its ranks' or stack's reads with the log.
+                await keep_last_read(services.redis, reader, objs, logs, now, stall_seconds)
             elif run in started:
                 logs = _last_log(services, ns, run)
-            d = evaluate(per_run[run], run, now, ns, logs=logs, linked=objs,
-                         stall_seconds=services.settings.progress_stall_minutes * 60)
+            d = evaluate(per_run[run], run, now, ns, logs=logs, linked=objs, stall_seconds=stall_seconds)
             if etas is not None:
                 _keep_eta(etas, objs.workloads, d)
             stall = classify(d, objs, now, thresholds)
