@@ -61,7 +61,7 @@ from slack_bolt.request import BoltRequest
 
 from bot.app import FrontEnd
 from bot.commands import ACK_BUDGET_SECONDS, ARRIVED, DEADLINE, STILL_WORKING, AckDeadline
-from bot.slash import SlashCommands
+from bot.slash import SlashAck, SlashCommands
 from workers.plumbing.health_http import HEALTH_PATH, METRICS_PATH, READY_PATH, Ready, answer
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,9 @@ def web_app(front: FrontEnd, ready: Ready | None = None, *,
         deadline = AckDeadline(arrived + ACK_BUDGET_SECONDS)
         loop = asyncio.get_running_loop()
         command = front.slash.accepts(body, request.headers) if front.slash is not None else None
+        if isinstance(command, SlashAck):  # not signed by Slack: refused unparsed (bot/slash.py)
+            return web.Response(status=command.status, body=command.body,
+                                headers={"Content-Type": command.content_type})
         if command is not None:
             dispatched = loop.run_in_executor(slash_executor, _slash_answer, front.slash, command, arrived,
                                               deadline)

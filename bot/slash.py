@@ -11,11 +11,16 @@ what an ack is: Slack's signature checked with slack_sdk's own verifier (the one
 form parsed as Bolt parses it, then `TauCommands.handle` — the same function Bolt's `/tau`
 listener calls in Socket Mode (`bot/app.py`), so both answer alike.
 
-Anything else — presses, events, Slack's `ssl_check`, a signature that does not verify, another
-slash command — is not this path's: `accepts` returns None and the request goes to Bolt, which
-refuses, logs and answers as it always did. Because a command is known signed before it is
-handed to its thread, the server can answer "still working" for it at the deadline whatever its
-thread is doing (bot/serve.py).
+A request whose signature does not verify is refused here, first, with Bolt's own answer (401,
+`{"error": "invalid request"}`), before any byte of it is parsed: the endpoint is public, and
+what Bolt does with an unsigned body before its signature check — parse it on a dispatch thread
+(a megabyte of form fields is 170 ms of the interpreter lock; malformed JSON raised and answered
+500 with a traceback), or, on this path, parse it on the event loop every ack waits on — is
+anyone's to trigger. Only Slack's `ssl_check`, which Bolt answers before verifying, still goes to
+Bolt unsigned, and only as small as Slack sends it. Anything else signed — presses, events,
+another slash command — is Bolt's: `accepts` returns None. Because a command is known signed
+before it is handed to its thread, the server can answer "still working" for it at the deadline
+whatever its thread is doing (bot/serve.py).
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ class SlashAck:
     content_type: str = JSON_CONTENT_TYPE
 
 
+# Bolt's RequestVerification answer to a request that is not Slack's, byte for byte.
+UNSIGNED = SlashAck(401, b'{"error": "invalid request"}')
+# Slack's `ssl_check` is `ssl_check=1&token=…` (tens of bytes): Bolt answers it before any signature check.
+SSL_CHECK_MAX_BYTES = 512
+
+
 class SlashCommands:
     """The HTTP ack of one slash command (``command``, `/tau`): `accepts` on the server's event
     loop (a glance, the form and the signature: cheap), `answer` on the command's thread."""
@@ -58,19 +69,31 @@ class SlashCommands:
         self.client = client  # for the proxy and TLS settings of a late answer on response_url
         self.command = command
 
-    def accepts(self, body: str, headers: Mapping[str, str]) -> dict[str, str] | None:
-        """The payload of a signed ``command`` request (Slack's form fields); None for anything
+    def accepts(self, body: str, headers: Mapping[str, str]) -> dict[str, str] | SlashAck | None:
+        """The payload of a signed ``command`` request (Slack's form fields); `UNSIGNED` for a
+        request Slack did not sign (refused unparsed, see the module docstring); None for anything
         else — Bolt's to answer. ``headers`` by name, any case."""
+        if not self.signed(body, headers):
+            if len(body) <= SSL_CHECK_MAX_BYTES and "ssl_check" in dict(parse_qsl(body)):
+                return None  # Bolt answers Slack's certificate check before verifying anything
+            log.info("Invalid request signature detected (a %d-character body, not parsed)", len(body))
+            return UNSIGNED
         if body.startswith("{") or "payload=" in body:  # an event (JSON) or a press (payload=…)
             return None
         payload = dict(parse_qsl(body, keep_blank_values=True))  # as Bolt's parse_body does
         if payload.get("command") != self.command or "ssl_check" in payload:
             return None
-        timestamp = headers.get("x-slack-request-timestamp", "")
-        if not timestamp.isdigit() or not self.verifier.is_valid(body, timestamp,
-                                                                 headers.get("x-slack-signature", "")):
-            return None  # Bolt refuses it (401) and logs why, as for any request
         return payload
+
+    def signed(self, body: str, headers: Mapping[str, str]) -> bool:
+        """Whether Slack signed ``body`` in the last 5 minutes (slack_sdk's verifier, as Bolt).
+        The headers are checked as ASCII first: the verifier's `int()` reads '²' or '١٢٣' as a
+        number or raises on it, and `hmac.compare_digest` raises on a non-ASCII signature."""
+        timestamp = headers.get("x-slack-request-timestamp", "")
+        signature = headers.get("x-slack-signature", "")
+        if not (timestamp.isascii() and timestamp.isdigit() and signature.isascii()):
+            return False
+        return self.verifier.is_valid(body, timestamp, signature)
 
     def answer(self, payload: dict[str, str], *, arrived: float, deadline: AckDeadline) -> SlashAck:
         """The ack of an accepted command: authorize and enqueue under ``deadline`` (the HTTP
@@ -87,4 +110,4 @@ class SlashCommands:
         return Respond(response_url=payload.get("response_url"), proxy=self.client.proxy, ssl=self.client.ssl)
 
 
-__all__ = ["JSON_CONTENT_TYPE", "SlashAck", "SlashCommands"]
+__all__ = ["JSON_CONTENT_TYPE", "SSL_CHECK_MAX_BYTES", "UNSIGNED", "SlashAck", "SlashCommands"]
