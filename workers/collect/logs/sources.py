@@ -340,6 +340,19 @@ async def _from_pods(reader: KubeReader, result: LogsResult, run: str, tail: int
 
 
 HEAD_SELECTOR = "ray.io/cluster={cluster},ray.io/node-type=head"  # KubeRay's labels on the head pod
+# Pods the head's LIST may return: KubeRay's one head (two while it replaces one); more carry the labels
+# without being its (see `_owned_head`), and are not read.
+HEAD_LIST_LIMIT = 50
+
+
+def _owned_head(pod: dict, cluster: str) -> bool:
+    """KubeRay's own head pod of ``cluster``: its controller ownerReference is the RayCluster
+    (ray-operator sets it on every pod it creates). The labels alone are anyone's who may create a
+    pod in the namespace: a pod labelled as the head, failed most recently, would otherwise be
+    read — and shown as the head's log — before the head itself."""
+    return any(ref.get("controller") is True and ref.get("kind") == "RayCluster"
+               and ref.get("name") == cluster and str(ref.get("apiVersion") or "").startswith("ray.io/")
+               for ref in meta(pod).get("ownerReferences") or [])
 
 
 async def _from_head(reader: KubeReader, result: LogsResult, rayjob: dict, tail: int, previous: bool,
@@ -348,21 +361,27 @@ async def _from_head(reader: KubeReader, result: LogsResult, rayjob: dict, tail:
     it, when the driver log cannot be read: a head that crash-loops has no dashboard, and its
     container's log (the crashed instance's, with ``previous``) is what says why. It is not the
     driver's output (SPEC §7a), so it comes only after the dashboard failed, and the answer names
-    the pod and container. Read as the caller (`pods/log`, the API server's own check); not sent
-    when the caller's `pods/log` review already said no."""
+    the pod and container. Only the RayCluster's own head pod (`_owned_head`). Read as the caller
+    (`pods/log`, the API server's own check); not sent when the caller's `pods/log` review already
+    said no."""
     cluster = (rayjob.get("status") or {}).get("rayClusterName")
     if not cluster or access.denied:
         return False
     listed = await reader.list(resource_path("", "v1", "pods", result.namespace or ""),
-                               label_selector=HEAD_SELECTOR.format(cluster=cluster), limit=POD_LOG_READS)
+                               label_selector=HEAD_SELECTOR.format(cluster=cluster), limit=HEAD_LIST_LIMIT)
     if isinstance(listed, ReadError):
         result.unavailable.append(f"head {_why(listed, 'pod')}" if listed.kind != "forbidden"
                                   else _why(listed, "pods"))
         return False
-    if not listed:
-        result.unavailable.append(f"no head pod of {cluster} (deleted with its RayCluster?)")
+    heads = [pod for pod in listed if _owned_head(pod, str(cluster))]
+    if not heads:
+        others = len(listed)
+        labelled = f"{others} pod{'s' if others != 1 else ''} labelled as its head"
+        result.unavailable.append(f"no head pod of {cluster} (deleted with its RayCluster?)" if not others
+                                  else f"no head pod of {cluster}: {labelled} not owned by RayCluster "
+                                  f"{cluster} (not read)")
         return False
-    return await _from_pods(reader, result, str(cluster), tail, previous, pods=listed, seen=seen)
+    return await _from_pods(reader, result, str(cluster), tail, previous, pods=heads, seen=seen)
 
 
 async def _from_kusto(result: LogsResult, kusto: KustoLogs | None, run_obj: dict | None, pods: list[dict],
