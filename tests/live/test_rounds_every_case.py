@@ -187,18 +187,20 @@ async def test_a_crash_looping_ray_head_takes_three_rounds_for_its_nodes(tmp_pat
 async def test_a_hung_32_rank_job_takes_four_rounds_first_and_three_once_its_hang_is_known(
         tmp_path: Path, seen: Redis) -> None:
     """The first status reads every rank only after the run's log showed the hang (round 4); the
-    record of that read sends the ranks with the log on the next status (round 3). Each time the
-    pod whose log is the run's own is not read twice: 32 log reads in all, not 33."""
+    record of that read sends the ranks with the log on the next status (round 3), once the user's
+    `pods/log` review, sent with round 2, allowed them (one request more). Each time the pod whose
+    log is the run's own is not read twice: 32 log reads in all, not 33."""
     objs = indexed_job(32)
     async with KubeEmulator(cluster(objs), latency=RANKS_LATENCY) as emu:
         served(emu, objs, lagging(32, 17))
-        for rounds_expected, now in ((4, NOW), (3, NOW + timedelta(minutes=1))):
+        for rounds_expected, requests_expected, now in ((4, 38, NOW), (3, 39, NOW + timedelta(minutes=1))):
             d, requests = await status(emu, tmp_path, "llama-ft-7b", seen, now)
             culprit = d.phase("Runtime progress").culprit
             assert culprit is not None and culprit.rank == 17 and culprit.node == "gpu-a17"
             logs = [r for r in requests if r.path.endswith("/log")]
             assert len(logs) == len({r.path for r in logs}) == 32
-            assert max(r.round for r in requests) == rounds_expected and len(requests) == 38, rounds(requests)
+            assert max(r.round for r in requests) == rounds_expected, rounds(requests)
+            assert len(requests) == requests_expected, rounds(requests)
 
 
 async def test_a_healthy_32_rank_job_reads_no_rank_log(tmp_path: Path, seen: Redis) -> None:
@@ -213,7 +215,8 @@ async def test_a_healthy_32_rank_job_reads_no_rank_log(tmp_path: Path, seen: Red
 
 
 async def test_a_failed_distributed_job_reads_its_ranks_with_its_log(tmp_path: Path, seen: Redis) -> None:
-    """A Job that failed: its log always calls for the culprit, so the ranks go with it (round 3)."""
+    """A Job that failed: its log always calls for the culprit, so the ranks go with it (round 3),
+    after the user's `pods/log` review went with round 2."""
     objs = indexed_job(4, failed=True)
     async with KubeEmulator(cluster(objs), latency=LATENCY) as emu:
         served(emu, objs, lagging(4, 2))
@@ -221,7 +224,28 @@ async def test_a_failed_distributed_job_reads_its_ranks_with_its_log(tmp_path: P
         assert d.phase("Runtime progress").state.value == "warning"
         logs = [r for r in requests if r.path.endswith("/log")]
         assert len(logs) == 4 and {r.round for r in logs} == {3}, rounds(requests)
+        [review] = [r for r in requests if r.path.endswith("/selfsubjectaccessreviews")]
+        assert review.round == 2 and review.body["spec"]["resourceAttributes"]["subresource"] == "log"
         assert max(r.round for r in requests) == 3
+
+
+async def test_a_user_denied_pod_logs_sends_no_rank_read_on_a_record_that_found_the_job_hung(
+        tmp_path: Path, seen: Redis) -> None:
+    """The record of another's read (a status, the monitor's) says the 32-rank Job hangs; a user who
+    may not read pods/log sends no rank read on it — their review, with round 2, refused them —
+    so their status costs what it would without the record."""
+    objs = indexed_job(32)
+    async with KubeEmulator(cluster(objs), latency=RANKS_LATENCY) as emu:
+        served(emu, objs, lagging(32, 17))
+        await status(emu, tmp_path, "llama-ft-7b", seen)
+        assert recall(seen, objs[0]["metadata"]["uid"], NOW).waiting is True  # type: ignore[union-attr]
+        emu.forbid("get", "pods", subresource="log", user=ALICE.user)
+        d, requests = await status(emu, tmp_path, "llama-ft-7b", seen, NOW + timedelta(minutes=1))
+        assert "permission denied (get pods/log)" in d.phase("Runtime progress").summary
+        assert d.phase("Runtime progress").culprit is None
+        logs = [r for r in requests if r.path.endswith("/log")]
+        assert len(logs) <= 2, rounds(requests)  # the run's own log (and its fallback pod), refused
+        assert max(r.round for r in requests) <= 4, rounds(requests)  # as without the record
 
 
 def stalled_ray_run(emu: KubeEmulator) -> str:

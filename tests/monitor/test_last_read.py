@@ -152,8 +152,9 @@ def test_a_user_denied_pod_logs_gets_no_log_or_dashboard_read_from_the_monitors_
 def test_a_status_after_the_monitor_found_a_32_rank_job_hung_reads_its_ranks_in_three_rounds(
         tmp_path: Path, redis_url: str, conn: Redis) -> None:
     """The monitor reads the run's own log (one request), finds the NCCL watchdog's hang, and
-    records it: the user's status sends every rank's tail with the log — 3 rounds, 38 requests,
-    where a first sighting takes 4 — and names the culprit."""
+    records it: the user's status sends every rank's tail with the log once its `pods/log` review
+    (round 2) allowed — 3 rounds, 39 requests, where a first sighting takes 4 — and names the
+    culprit. A user denied pods/log sends no rank read on the record."""
     objs = indexed_job(32)
     with running_emulator(cluster(objs), latency=RANKS_LATENCY) as emu, running_fake_slack(token=TOKEN) as fake:
         served(emu, objs, lagging(32, 17))
@@ -162,11 +163,16 @@ def test_a_status_after_the_monitor_found_a_32_rank_job_hung_reads_its_ranks_in_
         record = recall(conn, objs[0]["metadata"]["uid"], NOW)
         assert record is not None and record.waiting and record.driver is None
         d, requests = status(emu, tmp_path, JOB, conn, NOW + timedelta(minutes=1))
-    culprit = d.phase("Runtime progress").culprit
-    assert culprit is not None and culprit.rank == 17 and culprit.node == "gpu-a17"
-    logs = [r for r in requests if r.path.endswith("/log")]
-    assert len(logs) == len({r.path for r in logs}) == 32 and {r.round for r in logs} == {3}
-    assert max(r.round for r in requests) == 3 and len(requests) == 38, rounds(requests)
+        culprit = d.phase("Runtime progress").culprit
+        assert culprit is not None and culprit.rank == 17 and culprit.node == "gpu-a17"
+        logs = [r for r in requests if r.path.endswith("/log")]
+        assert len(logs) == len({r.path for r in logs}) == 32 and {r.round for r in logs} == {3}
+        assert max(r.round for r in requests) == 3 and len(requests) == 39, rounds(requests)
+
+        emu.forbid("get", "pods", subresource="log", user=ALICE.user)
+        d, requests = status(emu, tmp_path, JOB, conn, NOW + timedelta(minutes=2))
+    assert "permission denied (get pods/log)" in d.phase("Runtime progress").summary
+    assert len([r for r in requests if r.path.endswith("/log")]) <= 2, rounds(requests)  # refused, no ranks
 
 
 def test_a_run_the_monitor_finds_progressing_again_is_recorded_as_no_longer_waiting(

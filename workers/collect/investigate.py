@@ -535,6 +535,8 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
             log_access.start()
         if layer7:
             ahead.recall(objs, driver_log=driver_log)
+            if ahead.review_with_round_2(objs):
+                log_access.start()
 
     async def nodes_and_evidence(objs: RunObjects) -> tuple[Any, Any]:
         if profile_reads is not None:

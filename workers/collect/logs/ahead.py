@@ -10,8 +10,9 @@ needed, and when it goes with the log in round 3 instead:
   not prove its mirror non-empty and fresh (the same container instance's newest line younger
   than the threshold). A wrong guess costs one bounded read.
 * Every rank's tail of a distributed Job (SPEC §5c) — needed when the run's log shows a hang,
-  crash or stall. Sent with the log when the last read found the run waiting, or the Job failed.
-  A wrong guess costs up to 64 bounded reads, once (the next read knows).
+  crash or stall. Sent with the log when the last read found the run waiting, or the Job failed,
+  once the user's `pods/log` review (then sent with round 2) allowed them. A wrong guess costs up
+  to 64 bounded reads, once (the next read knows).
 * The driver's job details (its pid), and its stack — needed when the log shows a live driver
   hung or stalled. Sent with the log when the last read found the driver waiting (its proxy
   review then goes with round 2); with the process that read found (on one of the run's pods'
@@ -106,6 +107,21 @@ class ReadAhead:
         if started is None or last.mirror_newest < started:
             return True  # another instance since: its log starts empty
         return (self.now - last.mirror_newest).total_seconds() > self.stall_seconds
+
+    def review_with_round_2(self, objs: RunObjects) -> bool:
+        """After round 1 (the run alone): whether the ranks may go with the log (`ranks_with_log`),
+        so the user's `get pods/log` review must go with round 2 — they are sent only once it
+        allowed (a user who may not read logs sends no rank read on anyone's record). A Job run
+        in parallel that the last read found waiting, or that failed."""
+        spec = (objs.run or {}).get("spec") or {}
+        try:
+            parallel = int(spec.get("parallelism") or 1) >= 2
+        except (TypeError, ValueError):
+            parallel = False
+        if objs.kind != "Job" or not parallel:
+            return False
+        failed = RunContext(objs=objs, now=self.now).terminal() == "failed"
+        return failed or (self.memory is not None and self.memory.waiting)
 
     def ranks_with_log(self, objs: RunObjects) -> bool:
         """Every rank's tail with the run's log: a distributed Job the last read found waiting, or

@@ -545,6 +545,7 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
     not read twice (`ranks.tail_of`). Without ``ahead`` (the monitor) nothing goes early."""
     main_pods = [p for p in objs.pods if not objs.is_ray_pod(p)] if objs.kind == "Job" else []
     expected = pod_name(order_pods(main_pods)[0]) if main_pods else None
+    access = access or LogAccess(reader, objs.namespace or "")
     read = asyncio.ensure_future(_log_evidence(reader, objs, kusto=kusto, now=now, timeout=timeout, tail=tail,
                                                access=access, stall_seconds=stall_seconds, ahead=ahead))
 
@@ -554,9 +555,16 @@ async def log_evidence(reader: KubeReader, objs: RunObjects, *, kusto: KustoLogs
             return None
         return tail_of(result.pod, main.lines, result.truncated)
 
+    async def ranks_if_allowed() -> tuple[list[PodLog], str | None]:
+        # Sent before the run's log proves the user may read logs: only after the user's own
+        # `pods/log` review (sent with round 2, `ReadAhead.review_with_round_2`) allowed them.
+        if await access.answer() is not True:
+            return [], None
+        return await read_rank_logs(reader, objs, have=expected, known=own_tail)
+
     early = None
     if ranks and ahead is not None and ahead.ranks_with_log(objs):
-        early = asyncio.ensure_future(read_rank_logs(reader, objs, have=expected, known=own_tail))
+        early = asyncio.ensure_future(ranks_if_allowed())
     main, _result = await read
     wanted = ranks and needs_ranks(objs, main, now, stall_seconds)
     if ahead is not None and objs.kind == "Job":
