@@ -141,6 +141,7 @@ class FakeSlack:
         # that reads `conversations.history` with ``oldest`` from its own clock then finds them.
         self._ts_clock = ts_clock
         self._hang: dict[str, str] = {}  # method → "before" / "after": the next call is held
+        self._hang_every: set[str] = set()  # methods whose every call is held (before), until released
         self.hung = threading.Event()  # set while a call is held
         self._hang_release: asyncio.Event | None = None
         self._delay: dict[str, float] = {}  # method → seconds every call waits before its answer
@@ -367,8 +368,18 @@ class FakeSlack:
             self.hung.clear()
             self._hang_release = asyncio.Event()  # a fresh one: an earlier release must not let this go
 
+    def hang_every(self, method: str) -> None:
+        """Hold every call of ``method`` as `hang_next` holds one (before it is handled), until
+        `release_hang()` lets them all go and ends the hold: a Slack that stopped answering it."""
+        with self._lock:
+            self._hang_every.add(method)
+            self.hung.clear()
+            self._hang_release = asyncio.Event()
+
     def release_hang(self) -> None:
         """Let a held call go on (its caller may be long dead)."""
+        with self._lock:
+            self._hang_every.clear()
         loop, release = self._loop, self._hang_release
         if loop is not None and release is not None:
             loop.call_soon_threadsafe(release.set)
@@ -490,7 +501,7 @@ class FakeSlack:
         headers = dict(request.headers)
         status, body, extra_headers = 200, {}, {}
         with self._lock:
-            hang = self._hang.pop(method, None)
+            hang = self._hang.pop(method, None) or ("before" if method in self._hang_every else None)
             delay = self._delay.get(method, 0.0)
         if delay:
             await asyncio.sleep(delay)
