@@ -111,6 +111,43 @@ def test_validate_nodes_refuses_a_caller_without_rbac_before_any_pod(tmp_path: P
         assert [r for r in emu.requests if r.method != "GET" and "selfsubjectaccessreviews" not in r.path] == []
 
 
+def pod_security(level: str) -> Callable[[dict, object], dict | None]:
+    """The Pod Security admission of a namespace labelled `pod-security.kubernetes.io/enforce=<level>`
+    (baseline or restricted) as the API server answers a privileged pod: 403 Forbidden with the
+    plugin's own words (k8s.io/pod-security-admission admission.go), though RBAC allows the create."""
+    def admit(pod: dict, _caller: object) -> dict | None:
+        if not any((c.get("securityContext") or {}).get("privileged") for c in pod["spec"]["containers"]):
+            return None
+        name = pod["metadata"]["name"]
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden",
+                "message": f'pods "{name}" is forbidden: violates PodSecurity "{level}:latest": privileged '
+                           '(container "validate" must not set securityContext.privileged=true)',
+                "details": {"name": name, "kind": "pods"}, "code": 403}
+    return admit
+
+
+def test_validate_nodes_where_pod_security_refuses_privileged_pods_says_so_once_and_creates_none(
+        tmp_path: Path) -> None:
+    """The access review answers RBAC alone: a caller who may create pods where Pod Security is
+    `baseline` (the usual level) was refused one 403 per node, each said as "permission denied
+    (create pods)". A server-side dry run asks first: one line in the server's words, no pod."""
+    with running_emulator(cluster_objects()) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        emu.admit("pods", pod_security("baseline"))
+        done = taubot(["cluster", "validate", "nodes", "--selector", "kubernetes.azure.com/agentpool=a100",
+                       "--workspace", "vision", "--workspaces-dir", str(tmp_path), "--as", "alice@example.com"])
+        assert done.returncode == 1
+        out = " ".join(done.stdout.split())
+        assert 'violates PodSecurity "baseline:latest": privileged' in out, out
+        assert "refused: the API server would not admit the validation pod" in out and "no pod was created" in out
+        assert "pod-security.kubernetes.io/enforce=privileged" in out
+        assert "permission denied (create pods)" not in out
+        posts = [r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")]
+        assert [r.query.get("dryRun") for r in posts] == ["All"]  # the dry run, and no pod attempted
+        assert posts[0].header_values("Impersonate-User") == ["alice@example.com"]
+        assert not [o for o in emu.objects() if o["kind"] == "Pod"]
+
+
 async def test_validate_nodes_creates_pods_as_the_caller_reads_results_and_deletes_them(tmp_path: Path) -> None:
     objects = [o for o in cluster_objects() if o["kind"] == "Node"
                and o["metadata"]["name"].startswith("aks-a100")]
@@ -142,7 +179,7 @@ async def test_validate_nodes_creates_pods_as_the_caller_reads_results_and_delet
                 if len(finished) == 2:
                     break
         report = await asyncio.wait_for(task, 30)
-    creates = [r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")]
+    creates = [r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods") and "dryRun" not in r.query]
     assert len(creates) == 2 and all(r.header_values("Impersonate-User") == ["ops@example.com"] for r in creates)
     assert all(r.body["spec"]["containers"][0]["securityContext"] == {"privileged": True} for r in creates)
     deletes = [r for r in emu.requests if r.method == "DELETE"]
@@ -222,7 +259,7 @@ async def test_every_node_gets_its_own_answer_and_a_slow_one_hides_none(tmp_path
         'not validated: its pod was still waiting to start (ImagePullBackOff: Back-off pulling image '
         '"nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04") after 0.5s')
     assert not report.ok and report.summary == "1/3 nodes healthy (need 3); 1 not validated"
-    creates = [r for r in emu.requests if r.method == "POST" and r.path == PODS]
+    creates = [r for r in emu.requests if r.method == "POST" and r.path == PODS and "dryRun" not in r.query]
     assert len(creates) == 3 and len({r.round for r in creates}) == 1
     container = creates[0].body["spec"]["containers"][0]
     assert "resources" not in container and container["securityContext"] == {"privileged": True}

@@ -110,7 +110,8 @@ def test_layer_six_card_offers_validation_and_a_press_runs_the_pods_as_the_press
 
         emu.clear_requests()
         press(app, card, BOB, "r-bob")
-        creates = [r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")]
+        creates = [r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")
+                   and "dryRun" not in r.query]
         assert len(creates) == 2
         assert all(r.header_values("Impersonate-User") == ["bob@example.com"] for r in creates)
         assert sorted(r.body["spec"]["nodeName"] for r in creates) == sorted(
@@ -146,7 +147,8 @@ def test_a_presser_without_the_rbac_gets_a_refusal_and_no_pod(app: SlackApp) -> 
         assert "refused: permission denied (create pods) in namespace taugrid-validation" in result
         assert "no pod was created" in result
         press(app, card, BOB, "r-bob")  # a refused press did not spend the offer
-        assert len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")]) == 2
+        assert len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")
+                    and "dryRun" not in r.query]) == 2
 
 
 def test_a_tampered_button_value_is_refused_before_the_queue(app: SlackApp) -> None:
@@ -172,7 +174,8 @@ def test_an_offer_is_single_use_and_counts_only_on_its_own_card(app: SlackApp) -
         card = the_card(app)
 
         def creates() -> int:
-            return len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")])
+            return len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")
+                        and "dryRun" not in r.query])
 
         press(app, card, BOB, "r-other-channel", channel="C0OTHERCH")
         press(app, card, BOB, "r-other-message", message_ts="1764464220.000100")

@@ -40,6 +40,10 @@ OWNER_FIX = ("The node-pool owner reconciles the pool with the profile (labels, 
              "or repairs the failing nodes.")
 NOT_VALIDATED = ("No node failed a check, but some could not be validated (each line says why): fix that "
                  "and validate them again.")
+NOT_ADMITTED = ("The validation pod runs privileged (it reads the GPUs a run holds without taking them): "
+                "the validation namespace's Pod Security level (pod-security.kubernetes.io/enforce="
+                "privileged) and its admission policies must admit it; the cluster's platform operator "
+                "sets them.")
 TERMINAL = ("Succeeded", "Failed")
 QUIET_STREAMS, RESUME_PAUSE_SECONDS = 3, 1.0  # after that many WATCHes ended with no event, pause between
 
@@ -216,6 +220,11 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
         run_id = uuid.uuid4().hex[:10]
         pods_path = resource_path("", "v1", "pods", namespace)
         names = [node["metadata"]["name"] for node in nodes]
+        probe = validation_pod(names[0], run_id, image, command)
+        refused = await _admitted(reader, pods_path, probe, namespace)
+        if refused is not None:
+            return LayerReport(layer=6, workspace=ws.name, ok=False, summary=refused, owner="platform",
+                               transient=False, next_action=NOT_ADMITTED)
         posted = await asyncio.gather(*(
             reader.write("POST", pods_path, validation_pod(name, run_id, image, command)) for name in names))
         verdicts: dict[str, Check] = {}
@@ -223,7 +232,7 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
         for name, got in zip(names, posted, strict=True):
             if isinstance(got, ReadError):
                 verdicts[name] = Check(name=name, state="warning",
-                                       detail=f"not validated: its pod was not created: {got.describe()}")
+                                       detail=f"not validated: its pod was not created: {_refusal(got)}")
             else:
                 created[got["metadata"]["name"]] = name
         try:
@@ -252,6 +261,32 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
     return LayerReport(layer=6, workspace=ws.name, ok=ok, summary=summary, checks=checks,
                        owner=None if ok else "node-pool-owner", transient=None if ok else False,
                        next_action="" if ok else OWNER_FIX if failed else NOT_VALIDATED)
+
+
+async def _admitted(reader: KubeReader, pods_path: str, pod: dict[str, Any], namespace: str) -> str | None:
+    """Why the API server would not admit a validation pod (a server-side dry run: RBAC, then every
+    admission plugin — Pod Security, quotas, webhooks — and nothing stored), or None when it would.
+
+    Why ask first: the access review answers RBAC alone, and a caller allowed to create pods in a
+    namespace whose Pod Security level is `baseline` or `restricted` (the usual) was refused one
+    403 per node, each told as "permission denied (create pods)" — a permission the review had just
+    said they hold. One dry run, one line with the server's own words, and no pod attempted."""
+    answer = await reader.dry_run_create(pods_path, pod)
+    if isinstance(answer, ReadError):
+        return f"not validated: the API server could not be asked to admit the pods: {_refusal(answer)}"
+    if answer.accepted:
+        return None
+    said = outside(answer.body.get("message") or f"HTTP {answer.status}", 400, keep_newlines=False)
+    return f"refused: the API server would not admit the validation pod in namespace {namespace}: {said}; " \
+           "no pod was created"
+
+
+def _refusal(error: ReadError) -> str:
+    """A refused write in the API server's own words when it gave some (a 403 is also Pod Security's
+    or a quota's, not only RBAC's)."""
+    if error.message:
+        return f"{error.describe()}: {outside(error.message, 300, keep_newlines=False)}"
+    return error.describe()
 
 
 async def _wait(reader: KubeReader, namespace: str, run_id: str, pods: set[str], timeout: float
