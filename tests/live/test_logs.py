@@ -411,3 +411,16 @@ def test_no_planted_secret_or_control_character_of_the_heads_log_reaches_the_jso
     printed = json.dumps(out, ensure_ascii=False)
     assert found_anywhere(printed) == []
     assert not [c for c in FORBIDDEN if c in printed]
+
+
+def test_a_user_denied_pod_logs_gets_nothing_of_a_crash_looping_heads_log(env: Env) -> None:
+    """The head's container log is a pod's log: denied `get pods/log`, the user reads none of it —
+    no log request is sent, the answer says permission denied, and ADX is not asked."""
+    crash_looping_ray_head(env)
+    env.emu.forbid("get", "pods", subresource="log", user="alice@example.com")
+    code, out, _ = taubot_logs(env, RAY_RUN, "--previous")
+    assert code == 1 and out["source"] is None and out["lines"] == []
+    assert "permission denied (get pods/log)" in out["unavailable"]
+    assert "flash_attn" not in json.dumps(out)
+    assert not [r for r in env.emu.requests if r.path.endswith("/log")]
+    assert env.kusto.queries == []
