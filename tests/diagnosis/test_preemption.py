@@ -97,7 +97,8 @@ def test_the_preemptor_is_named_only_when_the_user_could_read_it() -> None:
     _urgent, wl = preemptor()
     assert pre.preemptor == f"research/{wl['metadata']['name']}"
     assert pre.preemptor_job == "Job/urgent-eval"
-    assert f"preempted by research/{wl['metadata']['name']} (Job/urgent-eval)" in d.phase(PHASE).summary
+    assert (f"preempted by Job/urgent-eval in /research/research-h100, priority 1000 over yours 100 (its Workload "
+            f"research/{wl['metadata']['name']})") in d.phase(PHASE).summary
     unread = diagnose(preempted("InClusterQueue", event=True, readable=False), "train").phase(PHASE)
     assert unread.preemption is not None and unread.preemption.preemptor is None
     assert "urgent-eval" not in unread.summary

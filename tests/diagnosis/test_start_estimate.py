@@ -68,8 +68,9 @@ def test_time_limits_only_give_a_latest_and_no_earliest() -> None:
 def test_etas_only_give_an_earliest_and_no_latest() -> None:
     est = start_estimate(pool(held("a/llama-a", 8, eta=60), held("a/llama-b", 8, eta=120)), 8, [], NOW)
     assert est.earliest == iso(60) and est.latest is None
-    assert est.earliest_because == "a/llama-a's ETA frees 8 nvidia.com/gpu at 11:30"
-    assert estimate_text(est, NOW).startswith("earliest ≈ 11:30 UTC (a/llama-a's ETA frees 8")
+    assert est.earliest_because == "when a/llama-a's ETA frees 8 GPUs"
+    assert est.basis[0] == "a/llama-a's ETA frees 8 nvidia.com/gpu at 11:30"
+    assert estimate_text(est, NOW).startswith("earliest ≈ 11:30 UTC (when a/llama-a's ETA frees 8 GPUs)")
 
 
 def test_mixed_an_eta_for_the_earliest_and_a_limit_for_the_latest() -> None:
@@ -77,7 +78,7 @@ def test_mixed_an_eta_for_the_earliest_and_a_limit_for_the_latest() -> None:
                          8, [], NOW)
     assert (est.earliest, est.latest) == (iso(30), iso(120))
     text = estimate_text(est, NOW)
-    assert "earliest ≈ 11:00 UTC (a/llama-a's ETA frees 8" in text
+    assert "earliest ≈ 11:00 UTC (when a/llama-a's ETA frees 8 GPUs)" in text
     assert "at the latest 12:30 UTC (the holders' time limits)" in text
     assert text.endswith("preemption, fair sharing and borrowing can change it")
 
@@ -112,6 +113,38 @@ def test_strict_fifo_head_blocks_what_is_behind_it() -> None:
     p = pool(held("a/llama-a", 8, deadline=60), held("a/llama-b", 8, deadline=120), strategy="StrictFIFO")
     est = start_estimate(p, 8, [Waiting("d/big", 16)], NOW)
     assert est.latest is None  # d/big takes all 16 at 12:30 and holds them with no known end
+
+
+def test_an_eta_after_a_time_limit_gives_the_earliest_its_basis_the_eta() -> None:
+    """The earliest walk takes a time-limited holder's limit as its release (it has certainly ended by
+    then) and gives a time when the release that lets the run in is an ETA: a/bert's limit frees 8 at
+    11:00, b/llama-a's ETA the other 8 at 12:00."""
+    est = start_estimate(pool(held("a/bert", 8, deadline=30), held("b/llama-a", 8, eta=90)), 16, [], NOW)
+    assert (est.earliest, est.latest) == (iso(90), None)
+    assert est.earliest_because == "when b/llama-a's ETA frees 8 GPUs"
+    assert est.basis == ["a/bert's time limit frees 8 nvidia.com/gpu by 11:00 (admitted 09:30 + 5,400 s)",
+                         "b/llama-a's ETA frees 8 nvidia.com/gpu at 12:00"]
+    # b/llama-a has no time limit: nothing bounds the start
+    assert est.card == ("earliest ≈ 12:00 UTC (when b/llama-a's ETA frees 8 GPUs) — preemption, fair sharing "
+                        "and borrowing can change it")
+
+
+def test_a_time_limit_that_lets_the_run_in_gives_no_earliest_though_an_eta_came_before() -> None:
+    est = start_estimate(pool(held("a/llama-a", 8, eta=30, deadline=200), held("b/bert", 8, deadline=90)),
+                         16, [], NOW)
+    assert (est.earliest, est.latest) == (None, iso(200))
+    assert est.card == ("at the latest 13:50 UTC (the holders' time limits) — preemption, fair sharing and "
+                        "borrowing can change it")
+
+
+def test_the_cards_start_line_counts_what_is_missing_and_the_long_form_lists_it_bounded() -> None:
+    holders = [held(f"c/run-{i}", 2) for i in range(7)]
+    est = start_estimate(pool(*holders), 8, [], NOW)
+    assert est.card == "unknown: 7 holders have no time limit and no readable ETA"
+    text = estimate_text(est, NOW)
+    assert text.count("no time limit and no readable ETA") == 5 and text.endswith("; +2 more")
+    one = start_estimate(pool(held("c/forever", 16)), 8, [], NOW)
+    assert one.card == "unknown: 1 holder has no time limit and no readable ETA"
 
 
 # ----------------------------------------------------------------------- from objects

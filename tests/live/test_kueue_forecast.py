@@ -21,7 +21,7 @@ from workers.collect.kueue_forecast import read_holders, read_preemption, with_e
 from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity, KubeClients
 from workers.kube.reader import KubeReader
-from workers.render.forecast import queue_position_text
+from workers.render.forecast import start_text
 
 from .conftest import write_descriptor
 
@@ -92,8 +92,8 @@ async def test_the_preemptor_is_named_when_the_users_read_finds_it(tmp_path: Pat
     wl_name = k8s.workload_name(k8s.job("urgent-eval", ns="research"))
     assert pre.preemptor == f"research/{wl_name}" and pre.preemptor_job == "Job/urgent-eval"
     assert (pre.preemptor_priority, pre.preemptee_priority, pre.source) == (1000, 100, "event")
-    assert f"preempted by research/{wl_name} (Job/urgent-eval) in /{CQ}, priority 1000 over yours 100" \
-        in d.phase(PHASE).summary
+    assert (f"preempted by Job/urgent-eval in /{CQ}, priority 1000 over yours 100 (its Workload "
+            f"research/{wl_name})") in d.phase(PHASE).summary
     # then its place in the queue again
     assert d.queue_position is not None and d.queue_position.position_in_cluster_queue == 1
     # Two requests, sent together: the Workloads by the job's uid, the Workload's events.
@@ -165,7 +165,8 @@ async def test_the_estimate_from_every_holder_of_the_cluster_queue(tmp_path: Pat
     assert est is not None
     # bert (team-nlp) was admitted at 09:50:02 with a 1 h limit: its 8 GPUs come back by 10:50:02.
     assert est.latest == "2026-11-30T10:50:02Z" and est.earliest is None
-    assert "at the latest 10:50 UTC (the holders' time limits)" in queue_position_text(qp)
+    assert start_text(qp) == ("at the latest 10:50 UTC (the holders' time limits) — preemption, fair sharing and "
+                              "borrowing can change it")
     [req] = extra
     assert req.query.get("fieldSelector") == f"status.admission.clusterQueue={CQ}"
     _impersonated(extra)

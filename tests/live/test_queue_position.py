@@ -75,21 +75,21 @@ async def test_position_in_the_cluster_queue_gpus_ahead_and_free_quota(tmp_path:
     report, requests, rounds = await status(tmp_path)
     d = report.diagnosis
     assert d.phase("Kueue admission").reason == "quota.waiting"
-    # The card's first screen: the position, what the ones ahead ask for, the free quota.
-    # …then the start estimate (issue 35): the ClusterQueue reports 56 GPUs reserved, and the
-    # cluster-wide list of its holders (one more request, in round 3) names none: no time.
+    # The card's first screen: the position, what the ones ahead ask for, the free quota; then, on a
+    # line of its own, the start estimate (issue 35): the ClusterQueue reports 56 GPUs reserved, and the
+    # cluster-wide list of its holders (one more request, in round 2) names none: no time.
     first = ("*Queue:* 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 "
-             "ahead of you ask for 24 GPUs; start: unknown: 56 reserved nvidia.com/gpu held by no Workload "
-             "you could read")
-    assert queue_line(d) == first + " · more in *Details*"
+             "ahead of you ask for 24 GPUs; 8 of 64 nvidia.com/gpu free in flavour h100")
+    start = "*Start:* unknown: 56 GPUs reserved by no Workload you could read"
+    assert queue_line(d) == f"{first} · more in *Details*\n{start}"
     card = render_phase_card(build_phase_card(d, workspace="vision", operator_hints_allowed=False))
-    # beside the evidence here: the position and the start (the GPUs ahead are in *Details*)
-    shown = "*Queue:* 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); start: "
-    assert shown in "\n".join(card_texts(card.blocks))
+    # beside the evidence here: the position and the start (the GPUs ahead and the quota are in *Details*)
+    shown = "\n".join(card_texts(card.blocks))
+    assert "*Queue:* 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a) · more in " \
+        f"*Details*\n{start}" in shown
     line = phase_tree_text(d)
-    assert first.removeprefix("*Queue:* ").split("; start:")[0] in line
-    assert "8 of 64 nvidia.com/gpu free in flavour h100" in line
-    assert "start: unknown: 56 reserved nvidia.com/gpu in flavour h100 are held by no Workload" in line
+    assert first.removeprefix("*Queue:* ") in line
+    assert f"{start}\n• unknown: 56 reserved nvidia.com/gpu in flavour h100 are held by no Workload" in line
     assert "queue: 3rd of 4 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 ahead" \
         in render_text(d)
     qp = d.contract()["queue_position"]
@@ -238,7 +238,8 @@ def test_shell_demo_prints_the_queue_line() -> None:
     queued, preempted, huge = done.stdout.split("› /tau status ")[1:]
     # ray-sweep-preempted (priority 100, issue 35) waits ahead of it in the same ClusterQueue.
     assert "Queue: 2nd of 4 in ClusterQueue cluster-queue (2nd of 4 in your LocalQueue vision-default)" in queued
-    assert "reason=Preempted: preempted by team-vision/job-urgent-eval-" in preempted
+    assert "reason=Preempted: preempted by Job/urgent-eval in /cluster-queue, priority 1000 over yours 100" \
+        in preempted
     assert "Queue: 1st of 4 in ClusterQueue cluster-queue (1st of 4 in your LocalQueue vision-default)" in preempted
     assert "First incomplete: Kueue admission (warning)" in huge and "Transient: no" in huge
     assert ("Next: The run asks for 48 nvidia.com/gpu; ClusterQueue cluster-queue can grant at most 40 in "

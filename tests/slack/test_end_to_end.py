@@ -72,7 +72,9 @@ def test_job_stuck_in_admission(slack_app: SlackApp) -> None:
         assert "⏳ *First incomplete: Kueue admission* (pending) — 0/1 admitted queue=team-a reason=Pending" in text
         assert "layer 4: Queue admission and quota" in text
         assert "Waiting behind it: ⏳ Scheduling" in text
-        assert "insufficient unused quota for nvidia.com/gpu" in text
+        # When it may start (issue 35, SPEC §5b): clip-eval-2's 4 h limit frees its 16 GPUs by 13:00. It
+        # takes the first screen's room from Kueue's message, which moves to *Details*.
+        assert "*Start:* at the latest 13:00 UTC (the holders' time limits)" in text
         assert "*Owner:* queue-owner" in text
         assert "*Next:* The queue has no free quota" in text
         assert "`tau run status llama-ft-7b`" in text
@@ -81,6 +83,7 @@ def test_job_stuck_in_admission(slack_app: SlackApp) -> None:
         more = details_of(slack_app, card)
         assert "✅ *Submitted*" in more and "⏳ *Pod scheduling* — no pods yet" in more
         assert "⏳ *Kueue admission* — 0/1 admitted queue=team-a reason=Pending" in more
+        assert "insufficient unused quota for nvidia.com/gpu" in more
         assert "admitted is not running" in more
         assert "kubectl get workload -n team-vision" in more
         assert_impersonated_alice(emu)

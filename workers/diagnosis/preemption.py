@@ -157,11 +157,11 @@ def preemption_of(wl: dict, events: Iterable[Event], readable: Iterable[dict]) -
 
 
 def preemption_text(p: Preemption) -> str:
-    """`preempted by default/job-urgent-eval-0d3f2 (Job/urgent-eval) in /research/h100-shared,
-    priority 1000 over yours 100, due to prioritization in the ClusterQueue` — or, unread,
-    `preempted by a workload in /research/h100-shared, priority 1000 over yours 100, …`."""
-    who = f"{p.preemptor}" + (f" ({p.preemptor_job})" if p.preemptor_job else "") if p.preemptor \
-        else "a workload"
+    """`preempted by Job/urgent-eval in /research/h100-shared, priority 1000 over yours 100 (its
+    Workload default/job-urgent-eval-0d3f2), due to prioritization in the ClusterQueue` — or, unread,
+    `preempted by a workload in /research/h100-shared, priority 1000 over yours 100, …` (SPEC §3). Who,
+    where and the priorities first: a card that must cut the line keeps them (issue 35)."""
+    who = (p.preemptor_job or p.preemptor) if p.preemptor else "a workload"
     where = f" in {p.preemptor_path}" if p.preemptor_path and p.preemptor_path != "UNKNOWN" else ""
     if p.preemptor_priority is not None and p.preemptee_priority is not None:
         prio = f", priority {p.preemptor_priority} over yours {p.preemptee_priority}"
@@ -169,8 +169,9 @@ def preemption_text(p: Preemption) -> str:
         prio = f", yours priority {p.preemptee_priority} (the preemptor's is not in the condition)"
     else:
         prio = ""
+    workload = f" (its Workload {p.preemptor})" if p.preemptor and p.preemptor_job else ""
     why = REASON_WORDS.get(p.reason or "", p.reason_text or p.reason or "")
-    return f"preempted by {who}{where}{prio}" + (f", due to {why}" if why else "")
+    return f"preempted by {who}{where}{prio}{workload}" + (f", due to {why}" if why else "")
 
 
 __all__ = ["REASON_TEXT", "Preemption", "parse_message", "preemption_of", "preemption_text"]

@@ -7,11 +7,12 @@ needs, and for each when its quota comes back —
   deactivates it then: `reconcileMaxExecutionTime`, workload_controller.go): an **upper bound**;
 * taubot's own training ETA of that run, where the user could read its log: an **estimate**.
 The run starts when, after the Workloads ahead of it (Kueue's order) have been admitted, enough
-quota is free: the releases are walked in time order. `latest` comes only from upper bounds,
-`earliest` only from estimates or quota free now — with time limits alone `earliest` is None (a
-holder may end sooner), with ETAs alone `latest` is None (an ETA bounds nothing). A holder with
-neither is an `unknown` line, and a time the walk cannot reach without it is None: never a time
-without a basis.
+quota is free: the releases are walked in time order. `latest` comes only from upper bounds;
+`earliest` walks every release it knows — an ETA where one was read, else the time limit, which it
+has certainly reached by then — and is given only when the release that lets the run in is an ETA
+or quota free now: with time limits alone `earliest` is None (a holder may end sooner), with ETAs
+alone `latest` is None (an ETA bounds nothing). A holder with neither is an `unknown` line, and a
+time the walk cannot reach without it is None: never a time without a basis.
 
 A run that can never fit says so instead, with the numbers: more than the ClusterQueue's nominal
 plus borrowing limit (the most it may ever use, clusterqueue_types.go), or more of a resource per
@@ -49,6 +50,7 @@ class Holder:
     key: str  # namespace/name
     amount: float
     cluster_queue: str = ""
+    run: str = ""  # the card's name for it: its job's name (namespace/name outside the run's namespace)
     deadline: datetime | None = None  # admission + time limit: an upper bound
     limit_seconds: float | None = None
     admitted_at: datetime | None = None
@@ -60,6 +62,15 @@ class Holder:
         if self.eta is None:
             return None
         return min(self.eta, self.deadline) if self.deadline else self.eta
+
+    @property
+    def by_eta(self) -> bool:
+        """Its best-known release is its ETA (one before its time limit, or without one)."""
+        return self.eta is not None and (self.deadline is None or self.eta <= self.deadline)
+
+    @property
+    def name(self) -> str:
+        return self.run or self.key
 
 
 @dataclass
@@ -103,26 +114,65 @@ def _amount(x: float) -> str:
     return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.2f}"
 
 
-def _walk(pool: Pool, need: float, ahead: list[Waiting], now: datetime, *, mode: str
-          ) -> tuple[datetime | None, list[str]]:
-    """When the run is admitted if each holder releases at its ``mode`` time (`estimate` or `latest`),
-    and the releases used; None when the known releases never free enough."""
-    own = sum(h.amount for h in pool.holders if h.cluster_queue == pool.cluster_queue) + pool.unread_held_own
-    total = sum(h.amount for h in pool.holders) + pool.unread_held
-    events: list[tuple[datetime, float, bool, str]] = []  # (time, amount, own queue, why)
+@dataclass(frozen=True)
+class Release:
+    """Quota coming back at ``at``: ``estimate`` when from an ETA, else a time limit's upper bound."""
+
+    at: datetime
+    amount: float
+    own_queue: bool
+    why: str  # the basis line
+    estimate: bool = False
+    card: str = ""  # the card's words for it, for the release that lets the run in
+
+
+@dataclass(frozen=True)
+class Walked:
+    """When the run gets in, if it does; the releases (and admissions ahead) used; and what let it in:
+    `free` (quota free now), `estimate` (an ETA) or `limit` (a time limit)."""
+
+    at: datetime | None
+    used: list[str]
+    by: str = ""
+    card: str = ""
+
+
+def _gpus(amount: float, resource: str) -> str:
+    return f"{_amount(amount)} GPU{'s' if amount != 1 else ''}" if resource == GPU else \
+        f"{_amount(amount)} {resource}"
+
+
+def _releases(pool: Pool, now: datetime, *, mode: str) -> list[Release]:
+    """The holders' releases a walk in ``mode`` knows: `latest` their time limits only; `estimate` the
+    best known of each — its ETA, else its time limit (it has certainly released by then)."""
+    out: list[Release] = []
     for h in pool.holders:
-        at = h.estimate if mode == "estimate" else h.deadline
+        by_eta = mode == "estimate" and h.by_eta
+        at = h.estimate if by_eta else h.deadline
         if at is None:
             continue
-        why = (f"{h.key}'s ETA frees {_amount(h.amount)} {pool.resource} at {_hhmm(at)}" if mode == "estimate"
-               else f"{h.key}'s time limit frees {_amount(h.amount)} {pool.resource} by {_hhmm(at)} "
-               f"(admitted {_hhmm(h.admitted_at) if h.admitted_at else '?'} + "
-               f"{_amount(h.limit_seconds or 0)} s)")
-        events.append((max(at, now), h.amount, h.cluster_queue == pool.cluster_queue, why))
-    events.sort(key=lambda e: e[0])
+        own, frees = h.cluster_queue == pool.cluster_queue, f"{_amount(h.amount)} {pool.resource}"
+        if by_eta:
+            out.append(Release(max(at, now), h.amount, own, f"{h.key}'s ETA frees {frees} at {_hhmm(at)}",
+                               True, f"when {h.name}'s ETA frees {_gpus(h.amount, pool.resource)}"))
+        else:
+            out.append(Release(max(at, now), h.amount, own,
+                               f"{h.key}'s time limit frees {frees} by {_hhmm(at)} (admitted "
+                               f"{_hhmm(h.admitted_at) if h.admitted_at else '?'} + "
+                               f"{_amount(h.limit_seconds or 0)} s)"))
+    return sorted(out, key=lambda r: r.at)
+
+
+def _walk(pool: Pool, need: float, ahead: list[Waiting], now: datetime, *, mode: str) -> Walked:
+    """When the run is admitted if each holder releases at its ``mode`` time (`_releases`), and the
+    releases used; ``at`` None when the known releases never free enough."""
+    own = sum(h.amount for h in pool.holders if h.cluster_queue == pool.cluster_queue) + pool.unread_held_own
+    total = sum(h.amount for h in pool.holders) + pool.unread_held
+    events = _releases(pool, now, mode=mode)
     queue = [*ahead, Waiting("the run", need, cluster_queue=pool.cluster_queue)]
     used: list[str] = []
     t = now
+    last: Release | None = None
 
     def fits(amount: float) -> bool:
         return own + amount <= pool.queue_cap + 1e-9 and total + amount <= pool.pool_cap + 1e-9
@@ -138,35 +188,39 @@ def _walk(pool: Pool, need: float, ahead: list[Waiting], now: datetime, *, mode:
                     continue
                 if fits(amount):
                     if w.key == "the run":
-                        return t, used
+                        if last is None:
+                            return Walked(t, used, "free")
+                        return Walked(t, used, "estimate" if last.estimate else "limit", last.card)
                     own += amount
                     total += amount
                     queue.remove(w)
                     admitted_any = True
-                    if mode == "latest" and w.limit_seconds:  # it, too, ends by its limit
+                    if w.limit_seconds:  # it, too, ends by its limit
                         end = t + timedelta(seconds=w.limit_seconds)
-                        events.append((end, amount, True, f"{w.key} (ahead of you) is admitted at "
-                                       f"{_hhmm(t)}; its time limit frees {_amount(amount)} by {_hhmm(end)}"))
-                        events.sort(key=lambda e: e[0])
+                        events.append(Release(end, amount, True, f"{w.key} (ahead of you) is admitted at "
+                                              f"{_hhmm(t)}; its time limit frees {_amount(amount)} by "
+                                              f"{_hhmm(end)}"))
+                        events.sort(key=lambda e: e.at)
                     used.append(f"{w.key} (ahead of you) takes {_amount(amount)} {pool.resource} "
                                 f"at {_hhmm(t)}")
                     break
                 if pool.strategy == "StrictFIFO":
                     break  # the head blocks everything behind it
         if not events:
-            return None, used
-        at, amount, own_queue, why = events.pop(0)
-        t = max(t, at)
-        total -= amount
-        if own_queue:
-            own -= amount
-        used.append(why)
+            return Walked(None, used)
+        last = events.pop(0)
+        t = max(t, last.at)
+        total -= last.amount
+        if last.own_queue:
+            own -= last.amount
+        used.append(last.why)
 
 
 def start_estimate(pool: Pool, need: float, ahead: list[Waiting], now: datetime) -> StartEstimate:
     """The run's start as Slurm's `--start` would put it, from ``pool``'s holders (see the module)."""
+    silent = [h for h in pool.holders if h.deadline is None and h.eta is None]
     unknown = [f"{h.key} holds {_amount(h.amount)} {pool.resource}: no time limit and no readable ETA"
-               for h in pool.holders if h.deadline is None and h.eta is None]
+               for h in silent]
     if pool.unread_held > 0:
         unknown.append(f"{_amount(pool.unread_held)} reserved {pool.resource} in flavour {pool.flavor} are "
                        "held by no Workload you could read")
@@ -176,28 +230,30 @@ def start_estimate(pool: Pool, need: float, ahead: list[Waiting], now: datetime)
     unread_ahead = [w for w in ahead if w.amount is None]
     if unread_ahead:
         unknown.append(f"{len(unread_ahead)} ahead of you ask for what you may not read")
-    earliest, e_used = _walk(pool, need, ahead, now, mode="estimate")
-    latest, l_used = _walk(pool, need, ahead, now, mode="latest")
+    early = _walk(pool, need, ahead, now, mode="estimate")
+    late = _walk(pool, need, ahead, now, mode="latest")
+    earliest = early.at if early.by in ("free", "estimate") else None
+    latest, l_used = late.at, late.used
     if pool.unread_held > 0 or unread_ahead:
         latest, l_used = None, []  # what they hold or take could delay it past any bound
     if earliest is not None and latest is not None and earliest > latest:
         earliest = latest
+    free_now = f"{_gpus(_free(pool), pool.resource)} free now"
     basis: list[str] = []
     e_why = l_why = None
     if earliest is not None:
-        releases = [line for line in e_used if "(ahead of you) takes" not in line]
-        e_why = releases[-1] if releases else f"{_amount(_free(pool))} {pool.resource} free now"
-        basis += e_used or [f"{_amount(_free(pool))} {pool.resource} of flavour {pool.flavor} free now"]
+        e_why = early.card or free_now
+        basis += early.used or [f"{_amount(_free(pool))} {pool.resource} of flavour {pool.flavor} free now"]
     if latest is not None:
-        l_why = ("the holders' time limits" if l_used else f"{_amount(_free(pool))} {pool.resource} free now")
+        l_why = "the holders' time limits" if l_used else free_now
         basis += [line for line in l_used if line not in basis]
     est = StartEstimate(earliest=_fmt(earliest) if earliest else None,
                         latest=_fmt(latest) if latest else None, basis=basis, unknown=unknown,
                         earliest_because=e_why, latest_because=l_why)
-    silent = sum(1 for h in pool.holders if h.deadline is None and h.eta is None)
-    unread = (f"{_amount(pool.unread_held)} reserved {pool.resource} held by no Workload you could read"
+    unread = (f"{_gpus(pool.unread_held, pool.resource)} reserved by no Workload you could read"
               if pool.unread_held > 0 else None)
-    return est.model_copy(update={"card": short_text(est, now, silent_holders=silent, unread=unread)})
+    return est.model_copy(update={"card": short_text(est, now, silent_holders=len(silent), unread=unread,
+                                                     unread_ahead=len(unread_ahead))})
 
 
 def _free(pool: Pool) -> float:
@@ -211,42 +267,58 @@ def _when(iso: str, now: datetime) -> str:
     return f"{at:%H:%M} UTC" if at.date() == now.astimezone(UTC).date() else f"{at:%Y-%m-%d %H:%M} UTC"
 
 
-def short_text(est: StartEstimate, now: datetime, *, silent_holders: int, unread: str | None) -> str:
-    """The card's first-screen form: the times and their basis, or what is missing in counts
-    (`unknown: 2 holders have no time limit and no readable ETA`); the details are in *Details*."""
+def _times(est: StartEstimate, now: datetime) -> list[str]:
     parts = []
     if est.earliest:
         parts.append(f"earliest ≈ {_when(est.earliest, now)} ({est.earliest_because})")
     if est.latest:
         parts.append(f"at the latest {_when(est.latest, now)} ({est.latest_because})")
-    if parts:
-        return ", ".join(parts)
+    return parts
+
+
+def short_text(est: StartEstimate, now: datetime, *, silent_holders: int, unread: str | None,
+               unread_ahead: int = 0) -> str:
+    """The card's one start line (SPEC §5b): `earliest ≈ 14:20 UTC (when llama-a's ETA frees 16
+    GPUs), at the latest 18:00 UTC (the holders' time limits) — preemption, fair sharing and borrowing
+    can change it`, or what is missing in counts (`unknown: 2 holders have no time limit and no
+    readable ETA`); every holder and release is in *Details*."""
     missing = []
     if silent_holders:
         missing.append(f"{silent_holders} holder{'s have' if silent_holders != 1 else ' has'} no time limit "
                        "and no readable ETA")
     if unread:
         missing.append(unread)
-    return "unknown: " + ("; ".join(missing) if missing else "the known releases do not free enough")
+    if unread_ahead:
+        missing.append(f"{unread_ahead} ahead of you ask for what you may not read")
+    parts = _times(est, now)
+    if not parts:
+        return "unknown: " + ("; ".join(missing) if missing else "the known releases do not free enough")
+    if est.earliest and not est.latest and missing:
+        parts.append(f"no latest ({missing[0]})")
+    return ", ".join(parts) + f" — {est.caveat}"
+
+
+UNKNOWN_LISTED = 5  # holders without a limit or an ETA named in the long text; the rest counted
+
+
+def listed(lines: list[str], limit: int) -> list[str]:
+    """``lines`` up to ``limit``, then `+N more` for the rest."""
+    return lines if len(lines) <= limit else [*lines[:limit], f"+{len(lines) - limit} more"]
 
 
 def estimate_text(est: StartEstimate, now: datetime) -> str:
-    """The card's one line (SPEC §5b): `earliest ≈ 14:20 UTC (when llama-a's ETA frees 16 GPUs), at
-    the latest 18:00 UTC (the holders' time limits)`, or `unknown: …` — never a time without its
-    basis; the caveat once."""
-    parts = []
-    if est.earliest:
-        parts.append(f"earliest ≈ {_when(est.earliest, now)} ({est.earliest_because})")
-    if est.latest:
-        parts.append(f"at the latest {_when(est.latest, now)} ({est.latest_because})")
+    """The long form (the terminal tree, `start_time` in JSON): `earliest ≈ 14:20 UTC (when llama-a's
+    ETA frees 16 GPUs), at the latest 18:00 UTC (the holders' time limits)`, or `unknown: …` — never a
+    time without its basis; what is missing listed (at most `UNKNOWN_LISTED`, then counted); the caveat
+    once."""
+    parts = _times(est, now)
+    missing = "; ".join(listed(est.unknown, UNKNOWN_LISTED))
     if not parts:
-        return "unknown: " + ("; ".join(est.unknown) if est.unknown else
-                              "the releases known do not free enough quota for it")
+        return "unknown: " + (missing or "the releases known do not free enough quota for it")
     if not est.earliest:
-        parts.append("no earlier estimate (no holder's ETA could be read; one may end sooner)")
+        parts.append("no earlier estimate (no readable ETA frees enough; a holder may end sooner)")
     elif not est.latest:
-        why = "; ".join(est.unknown) if est.unknown else "an ETA bounds nothing"
-        parts.append(f"no latest ({why})")
+        parts.append(f"no latest ({missing or 'an ETA bounds nothing'})")
     return ", ".join(parts) + f"; {est.caveat}"
 
 
@@ -313,8 +385,17 @@ def holding(wl: dict, flavor: str, resource: str) -> float:
     return total
 
 
-def holder_of(wl: dict, flavor: str, resource: str, etas: Mapping[str, datetime]) -> Holder | None:
-    """An admitted, unfinished Workload that holds some of the flavour, as a `Holder`."""
+def _job_name(wl: dict) -> str:
+    """The name of the job a Workload was made for (its controller owner), else ''."""
+    refs = meta(wl).get("ownerReferences") or []
+    owner = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    return str((owner or {}).get("name") or "")
+
+
+def holder_of(wl: dict, flavor: str, resource: str, etas: Mapping[str, datetime],
+              home: str | None = None) -> Holder | None:
+    """An admitted, unfinished Workload that holds some of the flavour, as a `Holder`; named for the
+    card by its job (with its namespace unless that is ``home``, the run's)."""
     if _true(wl, "Finished") or not _true(wl, "QuotaReserved"):
         return None
     amount = holding(wl, flavor, resource)
@@ -322,12 +403,14 @@ def holder_of(wl: dict, flavor: str, resource: str, etas: Mapping[str, datetime]
         return None
     md = meta(wl)
     key = f"{md.get('namespace')}/{md.get('name')}"
+    job = _job_name(wl)
+    run = (job if md.get("namespace") == home else f"{md.get('namespace')}/{job}") if job else ""
     admitted = _true(wl, "Admitted") or _true(wl, "QuotaReserved")
     at = parse_time((admitted or {}).get("lastTransitionTime"))
     left = limit_seconds(wl)
     deadline = at + timedelta(seconds=left) if at is not None and left is not None else None
     return Holder(key=key, amount=amount, cluster_queue=((wl.get("status") or {}).get("admission") or {})
-                  .get("clusterQueue") or "", deadline=deadline, limit_seconds=left, admitted_at=at,
+                  .get("clusterQueue") or "", run=run, deadline=deadline, limit_seconds=left, admitted_at=at,
                   eta=etas.get(key))
 
 
@@ -371,8 +454,9 @@ def run_flavor(cq: dict, run_workloads: list[dict]) -> tuple[str, str] | None:
 
 
 def build_pool(cq: dict, flavor: str, resource: str, *, cohort_queues: list[dict], admitted: list[dict],
-               etas: Mapping[str, datetime]) -> Pool | None:
-    """The run's ClusterQueue (and its cohort's, as far as they were read) for one flavour."""
+               etas: Mapping[str, datetime], home: str | None = None) -> Pool | None:
+    """The run's ClusterQueue (and its cohort's, as far as they were read) for one flavour; ``home``:
+    the run's namespace (its holders are named without it)."""
     quota = _flavor_quota(cq, flavor, resource)
     if quota is None:
         return None
@@ -385,7 +469,7 @@ def build_pool(cq: dict, flavor: str, resource: str, *, cohort_queues: list[dict
     members = {name, *(meta(q).get("name") for q in peers)}
     holders = [h for wl in admitted
                if ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") in members
-               and (h := holder_of(wl, flavor, resource, etas)) is not None]
+               and (h := holder_of(wl, flavor, resource, etas, home)) is not None]
     unread_own = unread = 0.0
     for q in [cq, *peers]:
         qname = meta(q).get("name")
@@ -511,7 +595,7 @@ def snapshot_position(objs: RunObjects, now: datetime, etas: Mapping[str, dateti
             unknown=["the ClusterQueue offers no flavour for what the run asks for"])})
     flavor, resource = picked
     pool = build_pool(cq, flavor, resource, cohort_queues=objs.of_kind("ClusterQueue"), admitted=everyone,
-                      etas=etas or {})
+                      etas=etas or {}, home=ns)
     flavor_obj = next((f for f in objs.of_kind("ResourceFlavor") if meta(f).get("name") == flavor), None)
     cant = never_fits(waiting, pool, objs.of_kind("Node"), flavor_obj)
     if cant is not None:
@@ -586,7 +670,7 @@ def soonest(estimates: Iterable[StartEstimate | None]) -> StartEstimate | None:
     return min(timed, key=lambda t: t[0])[1] if timed else None
 
 
-__all__ = ["CAVEAT", "GROUP_ESTIMATES", "Holder", "Pool", "StartEstimate", "Waiting", "build_pool",
-           "estimate_text", "holder_of", "limit_seconds", "never_fits", "next_starts", "per_pod",
-           "queue_order", "run_flavor", "short_text", "snapshot_position", "soonest", "start_estimate",
-           "workload_request"]
+__all__ = ["CAVEAT", "GROUP_ESTIMATES", "UNKNOWN_LISTED", "Holder", "Pool", "StartEstimate", "Waiting",
+           "build_pool", "estimate_text", "holder_of", "limit_seconds", "listed", "never_fits", "next_starts",
+           "per_pod", "queue_order", "run_flavor", "short_text", "snapshot_position", "soonest",
+           "start_estimate", "workload_request"]

@@ -38,8 +38,9 @@ from workers.diagnosis.checks import LayerReport
 from workers.diagnosis.models import Diagnosis, PhaseResult, PhaseState
 from workers.diagnosis.profile import GpuProfile
 from workers.diagnosis.progress import sparkline
+from workers.diagnosis.queue_position import CAVEAT
 from workers.diagnosis.registry import BY_NAME, CHECK_NAMES, LAYER_CHECKS, RAYJOB_STATUS
-from workers.render.forecast import eta_text, queue_position_text
+from workers.render.forecast import eta_text, queue_position_text, start_lines, start_text
 from workers.render.profile import profile_lines
 
 from .buttons import ESCALATED_BLOCK_ID, CardButton
@@ -295,6 +296,10 @@ def phase_tree_text(d: Diagnosis) -> str:
         lines.append(f"*ETA:* {escape(eta_text(d.eta), 300)}")
     if d.queue_position is not None:
         lines.append(f"*Queue:* {escape(queue_position_text(d.queue_position), 700)}")
+        if not d.queue_position.unavailable:
+            head, more = start_lines(d.queue_position)
+            lines.append(f"*Start:* {escape(head, 400)}")
+            lines += [f"• {escape(line, 240)}" for line in more]
     for check in d.checks:  # the culprit's evidence and the driver's stack (SPEC §5c)
         if check.culprit is not None:
             lines.append(f"*Culprit:* {escape(check.culprit.summary, 300)}")
@@ -391,15 +396,22 @@ def _runtime_lines(d: Diagnosis) -> list[str]:
 MORE_IN_DETAILS = " · more in *Details*"
 
 
+START_MARK = "\n*Start:* "
+
+
 def queue_line(d: Diagnosis) -> str:
-    """The first screen's outlook: the queue position (the GPUs ahead and the start time are in
-    *Details*), or a computed ETA (why there is none is in *Details* only)."""
+    """The first screen's outlook: the queue position (what the ones ahead ask for, the free quota
+    and why anything is missing are in *Details*) and, on a line of its own, the start estimate with
+    its basis (SPEC §5b) — or a computed ETA (why there is none is in *Details* only). A run that can
+    never fit says so with the numbers in its Next line, not here."""
     if d.eta is not None and d.eta.expected_end is not None:
         return f"*ETA:* {escape(eta_text(d.eta), 200)}"
     if (qp := d.queue_position) is None:
         return ""
     more = "" if qp.unavailable else MORE_IN_DETAILS
-    return f"*Queue:* {escape(queue_position_text(qp, short=True), 300)}{more}"
+    line = f"*Queue:* {escape(queue_position_text(qp, short=True), 300)}{more}"
+    start = "" if qp.unavailable or qp.never_fits else start_text(qp)
+    return f"{line}{START_MARK}{escape(start, 300)}" if start else line
 
 
 def _recovery_adds(d: Diagnosis) -> bool:
@@ -724,12 +736,23 @@ def render_phase_card(context: PhaseCardContext) -> RenderedCard:
     blocks: list[dict[str, Any]] = []
     # The outlook with every evidence line, or not at all: the evidence comes first. A queue line
     # that does not fit whole is tried as its first fact alone (the position; the rest is in *Details*).
-    for outlook in _outlooks(context.queue_line):
-        queued = context.replace(tree=f"{context.tree}\n{outlook}")
-        evidence = _evidence_text(lines, len(lines), total)
-        blocks = render_template("phase_card.json.j2", queued, evidence=evidence)
-        chars, count = screen_size(blocks)
-        if chars <= FIRST_SCREEN_CHARS and count <= FIRST_SCREEN_LINES:
+    # Except a start estimate (SPEC §5b, issue 35): the place and the start stay while the evidence
+    # lines (Kueue's message, which the first incomplete line already sums up) give way to *Details*,
+    # and then the first incomplete line's words past `PLACE_FOCUS`, then the start's caveat.
+    outlooks = _outlooks(context.queue_line)
+    place = outlooks[-1:]  # the position alone, always last
+    at_place = [o for o in outlooks if place and o.startswith(f"{place[0]}{START_MARK}")]
+    fewer = [(o, n, focus) for o in at_place for focus in (None, PLACE_FOCUS)
+             for n in range(len(lines), -1, -1)]
+    tries = [*((o, len(lines), None) for o in outlooks if START_MARK in o and o not in at_place), *fewer,
+             *((o, len(lines), None) for o in outlooks if START_MARK not in o)]
+    for outlook, shown, focus in tries:
+        tree = f"{context.tree}\n{outlook}"
+        if focus is not None:
+            tree = _clip_lines(tree, FOCUS_KEPT, focus=focus, clause=True)
+        blocks = render_template("phase_card.json.j2", context.replace(tree=tree),
+                                 evidence=_evidence_text(lines, shown, total))
+        if _fits(blocks):
             return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
     for shown in range(len(lines), -1, -1):
         if shown == 0 and (placed := _placed(context)) is not None:
@@ -765,7 +788,7 @@ def _placed(context: PhaseCardContext) -> RenderedCard | None:
     place = _outlooks(context.queue_line)[-1:]
     for outlook in place:
         for focus in (FOCUS_KEPT, PLACE_FOCUS):
-            tree = _clip_lines(f"{context.tree}\n{outlook}", FOCUS_KEPT, focus=focus)
+            tree = _clip_lines(f"{context.tree}\n{outlook}", FOCUS_KEPT, focus=focus, clause=True)
             blocks = render_template("phase_card.json.j2", context.replace(tree=tree), evidence="")
             if _fits(blocks):
                 return RenderedCard(text=context.fallback, blocks=_with_escalated_note(blocks, context))
@@ -773,16 +796,20 @@ def _placed(context: PhaseCardContext) -> RenderedCard | None:
 
 
 def _outlooks(line: str) -> list[str]:
-    """`*Queue:* A; B; C · more in *Details*`, then the position with the start estimate when there
-    is one (`*Queue:* A; start: … · more in *Details*`, issue 35), then `*Queue:* A · more in *Details*`."""
+    """The outlook as it fits, longest first: `*Queue:* A; B; C · more in *Details*` with its `*Start:*`
+    line, then the position alone (`*Queue:* A · more in *Details*`) with the start, then with the start
+    without its caveat (issue 35: the start is the card's; what the ones ahead ask for, the quota and
+    the caveat are *Details*' too), then the position alone."""
     if not line:
         return []
-    head, sep, _rest = line.partition("; ")
-    if not (sep and line.endswith(MORE_IN_DETAILS)):
-        return [line]
-    start = line.find("; start: ")
-    middle = [f"{head}{line[start:]}"] if start > len(head) else []
-    return [line, *middle, f"{head}{MORE_IN_DETAILS}"]
+    queue, mark, start = line.partition(START_MARK)
+    head, sep, _rest = queue.partition("; ")
+    place = f"{head}{MORE_IN_DETAILS}" if sep and queue.endswith(MORE_IN_DETAILS) else queue
+    if not mark:
+        return list(dict.fromkeys([queue, place]))
+    bare = start.split(f" — {CAVEAT}")[0]
+    return list(dict.fromkeys([f"{queue}{mark}{start}", f"{place}{mark}{start}", f"{place}{mark}{bare}",
+                               place]))
 
 
 def _fits(blocks: list[dict[str, Any]]) -> bool:
@@ -790,9 +817,19 @@ def _fits(blocks: list[dict[str, Any]]) -> bool:
     return chars <= FIRST_SCREEN_CHARS and lines <= FIRST_SCREEN_LINES
 
 
-def _clip_lines(text: str, limit: int, *, focus: int | None = None) -> str:
-    """Each line cut to ``limit``; the first incomplete phase's line to ``focus`` when given."""
-    return "\n".join(clip(line, focus if focus is not None and FOCUS_MARK in line else limit)
+def _clip_lines(text: str, limit: int, *, focus: int | None = None, clause: bool = False) -> str:
+    """Each line cut to ``limit``; the first incomplete phase's line to ``focus`` when given — with
+    ``clause``, back to the end of its last whole clause (`, `, `; `, ` (`) when one ends in the last
+    third: a fact cut in half says less than none."""
+    def cut(line: str, size: int) -> str:
+        short = clip(line, size)
+        if not clause or short == line:
+            return short
+        end = max(short.rfind(mark, 0, len(short) - 1) for mark in (", ", "; ", " ("))
+        whole = short[:end]
+        return f"{whole}…" if end > size * 2 // 3 and not whole.count("`") % 2 else short
+
+    return "\n".join(cut(line, focus) if focus is not None and FOCUS_MARK in line else clip(line, limit)
                      for line in text.split("\n"))
 
 

@@ -12,6 +12,7 @@ from datetime import UTC
 
 from workers.diagnosis.eta import Eta
 from workers.diagnosis.queue_position import QueuePosition
+from workers.diagnosis.start_estimate import UNKNOWN_LISTED, listed
 
 
 def ordinal(n: int) -> str:
@@ -60,22 +61,38 @@ def _ahead_text(qp: QueuePosition) -> str:
     return f"the {ahead} ahead of you in it{asks}"
 
 
-def start_text(qp: QueuePosition, *, short: bool = False) -> str:
-    """The start (SPEC §5b): the estimate and its basis, or that it can never fit; empty when no
-    estimate was made (the long form still says why the start time is unknown). ``short``: the card's
-    first-screen words (missing holders counted, the caveat in *Details*)."""
+BASIS_LISTED = 6  # releases named under the start in *Details* and the terminal; the rest counted
+
+
+def start_text(qp: QueuePosition) -> str:
+    """The start in one line (SPEC §5b, the card's): the estimate and its basis — the holders missing
+    one counted, not listed — and the caveat once; or that it can never fit; empty when no estimate
+    was made (then `start_lines` says why the start time is unknown)."""
     if qp.never_fits:
         return f"never: {qp.never_fits}"
     if qp.start_estimate is None:
         return ""
-    return (qp.start_estimate.card or qp.start_time) if short else qp.start_time
+    return qp.start_estimate.card or qp.start_time
+
+
+def start_lines(qp: QueuePosition) -> tuple[str, list[str]]:
+    """The start for *Details* and the terminal: its one line, then the releases it walked and what
+    it could not see, each bounded (`+N more`)."""
+    est = qp.start_estimate
+    head = start_text(qp) or f"unknown: {qp.start_time.removeprefix('unknown: ')}"
+    if est is None or qp.never_fits:
+        return head, []
+    unknown = [f"unknown: {u}" for u in est.unknown[:UNKNOWN_LISTED]]
+    if len(est.unknown) > UNKNOWN_LISTED:
+        unknown.append(f"+{len(est.unknown) - UNKNOWN_LISTED} more unknown")
+    return head, [*listed(est.basis, BASIS_LISTED), *unknown]
 
 
 def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
     """`3rd of 7 in ClusterQueue h100-shared (2nd of 3 in your LocalQueue team-a); the 2 ahead of
-    you ask for 24 GPUs; 8 of 64 nvidia.com/gpu free in flavour h100; start time unknown: …`.
-    ``short`` (the card's first screen): the facts alone; why one is missing, the cohort and the
-    start time are in the long form."""
+    you ask for 24 GPUs; 8 of 64 nvidia.com/gpu free in flavour h100`: the place, not the start
+    (`start_text`, a line of its own). ``short`` (the card's first screen): the facts alone; why one
+    is missing and the cohort are in the long form."""
     if qp.unavailable:
         return f"unavailable: {qp.unavailable.split('; ')[0] if short else qp.unavailable}"
     where = f"ClusterQueue {qp.cluster_queue}" if qp.cluster_queue else "its ClusterQueue"
@@ -89,10 +106,7 @@ def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
         parts.append(f"{qp.ahead_elsewhere} more ahead from other LocalQueues (their requests are not "
                      "visible to you)")
     quota = quota_text(qp)
-    if short:  # the position first (the card's fallback keeps it alone), then the start and the quota
-        start = start_text(qp, short=True)
-        if start:  # the estimate takes the quota's place (both are in *Details*)
-            return "; ".join([*parts, f"start: {start}"])
+    if short:  # the position first (the card's fallback keeps it alone), then the quota
         return "; ".join([*parts, *([quota] if qp.free_quota else [])])
     if qp.cluster_queue_unavailable:
         parts.append(f"the ClusterQueue's pending list unavailable: {qp.cluster_queue_unavailable}")
@@ -100,7 +114,6 @@ def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
         parts.append(quota)
     if qp.cohort and qp.free_quota:
         parts.append(f"ClusterQueue is in cohort {qp.cohort}, which may lend more")
-    parts.append(f"start: {start_text(qp)}" if start_text(qp) else f"start time {qp.start_time}")
     return "; ".join(parts)
 
 
@@ -137,4 +150,5 @@ def eta_text(eta: Eta) -> str:
             f"{duration_text(eta.window_seconds or 0)}")
 
 
-__all__ = ["duration_text", "eta_text", "ordinal", "queue_position_text", "quota_text", "start_text"]
+__all__ = ["duration_text", "eta_text", "ordinal", "queue_position_text", "quota_text",
+           "start_lines", "start_text"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workers.diagnosis.models import Diagnosis, PhaseState
-from workers.render.forecast import eta_text, queue_position_text
+from workers.render.forecast import eta_text, queue_position_text, start_lines
 
 SYMBOLS: dict[PhaseState, str] = {
     PhaseState.DONE: "✔",
@@ -38,6 +38,9 @@ def render_text(d: Diagnosis) -> str:
         lines.append(f"  eta: {eta_text(d.eta)}")
     if d.queue_position is not None:
         lines.append(f"  queue: {queue_position_text(d.queue_position)}")
+        if not d.queue_position.unavailable:
+            head, more = start_lines(d.queue_position)
+            lines += [f"  start: {head}", *(f"    {line}" for line in more)]
     lines.append("")
     info = d.layer_info
     if d.first_incomplete:
