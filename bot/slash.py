@@ -59,6 +59,13 @@ UNSIGNED = SlashAck(401, b'{"error": "invalid request"}')
 SSL_CHECK_MAX_BYTES = 512
 
 
+def _is_ssl_check(body: str) -> bool:
+    """Slack's `ssl_check=1&token=…` and nothing else: any other field (a `payload`, which Bolt
+    would parse as JSON before verifying) makes it a request to refuse."""
+    fields = dict(parse_qsl(body, keep_blank_values=True))
+    return "ssl_check" in fields and set(fields) <= {"ssl_check", "token"}
+
+
 class SlashCommands:
     """The HTTP ack of one slash command (``command``, `/tau`): `accepts` on the server's event
     loop (a glance, the form and the signature: cheap), `answer` on the command's thread."""
@@ -74,7 +81,7 @@ class SlashCommands:
         request Slack did not sign (refused unparsed, see the module docstring); None for anything
         else — Bolt's to answer. ``headers`` by name, any case."""
         if not self.signed(body, headers):
-            if len(body) <= SSL_CHECK_MAX_BYTES and "ssl_check" in dict(parse_qsl(body)):
+            if len(body) <= SSL_CHECK_MAX_BYTES and _is_ssl_check(body):
                 return None  # Bolt answers Slack's certificate check before verifying anything
             log.info("Invalid request signature detected (a %d-character body, not parsed)", len(body))
             return UNSIGNED

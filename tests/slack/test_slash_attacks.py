@@ -108,6 +108,8 @@ def test_slacks_ssl_check_is_still_answered_unsigned_as_bolt_does(slack_app: Sla
     assert (status, body) == (200, b"")
     padded = b"ssl_check=1&token=x&" + b"a=b&" * 1000  # no ssl_check Slack sends
     assert answer(*send(slack_app, padded, {"Content-Type": FORM})) == BOLT_REFUSAL
+    # … nor one with a press's payload, which Bolt parses as JSON before it verifies anything
+    assert answer(*send(slack_app, b"ssl_check=1&payload=not-json", {"Content-Type": FORM})) == BOLT_REFUSAL
     assert slack_app.queue.count == 0
 
 
