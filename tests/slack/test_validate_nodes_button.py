@@ -194,3 +194,38 @@ def test_an_offer_is_single_use_and_counts_only_on_its_own_card(app: SlackApp) -
         results = [m for m in app.fake.thread(CHANNEL, card["thread_ts"])
                    if "Cluster validation" in card_text(m.get("blocks") or [])]
         assert len(results) == 1
+
+
+def test_an_offer_that_ran_nothing_is_not_spent_and_works_once_the_namespace_admits_the_pods(
+        app: SlackApp) -> None:
+    """Pod Security refuses the privileged validation pod (the namespace not yet labelled
+    `pod-security.kubernetes.io/enforce=privileged`): the press says so and creates no pod — and
+    the single-use offer stays unspent, so the same button validates once the platform fixed the
+    namespace (it said 'already validated' for nodes nothing had validated)."""
+    from tests.live.test_cluster_validate import pod_security
+
+    enforced = [True]
+    refuse = pod_security("baseline")
+    with cluster(app) as emu:
+        emu.admit("pods", lambda pod, caller: refuse(pod, caller) if enforced[0] else None)
+        app.command(f"status {RUN_NAME}")
+        app.work()
+        card = the_card(app)
+
+        def creates() -> int:
+            return len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")
+                        and "dryRun" not in r.query])
+
+        press(app, card, BOB, "r-refused")
+        assert creates() == 0
+        refusal = card_text(app.fake.thread(CHANNEL, card["thread_ts"])[-1]["blocks"])
+        assert 'violates PodSecurity "baseline:latest"' in refusal and "no pod was created" in refusal
+        enforced[0] = False  # the platform labels the namespace privileged
+        press(app, card, BOB, "r-after-fix")
+        assert creates() == 2
+        result = card_text(app.fake.thread(CHANNEL, card["thread_ts"])[-1]["blocks"])
+        assert "1/2 nodes healthy" in result, result
+        press(app, card, ALICE, "r-third")  # it ran: now the offer is spent
+        assert creates() == 2
+        [reply] = app.fake.wait_for_responses("r-third")
+        assert f"already validated from this card (pressed by <@{BOB}>)" in reply["text"]

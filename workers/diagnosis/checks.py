@@ -32,3 +32,5 @@ class LayerReport(BaseModel):
     transient: bool | None = None
     next_action: str = ""
     phase: str | None = Field(default=None, description="TauWorkspace status.phase (layer 2)")
+    pods_created: int = Field(default=0, description="validation pods created (layer 6 `validate nodes`): "
+                              "none means nothing ran, so a single-use offer may be pressed again")

@@ -154,6 +154,10 @@ def run_validate_press(services: Services, request: ValidateNodesRequest) -> dic
         timeout=settings.validation_timeout_seconds, image=settings.validation_image,
         command=settings.validation_command, request_timeout=settings.kube_request_timeout_seconds,
         kube=services.kube))
+    if not report.pods_created:
+        # Nothing ran (the namespace's Pod Security refused the pod, no node matched, a read
+        # failed): the offer is not spent, so the button works once the cause is fixed.
+        services.redis.delete(keys.validate_offer_used_key(request.record_id))
     card = build_workspace_card(report, command=f"/tau cluster validate nodes --selector {selector}")
     # Who pressed is the identity the pods ran as (a mention cannot pass the card's markup check).
     card = card.replace(reference=f"{card.reference} · pods created as {code(request.identity.user, 200)}")

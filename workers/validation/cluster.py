@@ -259,6 +259,7 @@ async def validate_nodes(registry: Registry, *, identity: Identity, selector: st
             break
     failed = any(c.state == "failed" for c in checks)
     return LayerReport(layer=6, workspace=ws.name, ok=ok, summary=summary, checks=checks,
+                       pods_created=len(created),
                        owner=None if ok else "node-pool-owner", transient=None if ok else False,
                        next_action="" if ok else OWNER_FIX if failed else NOT_VALIDATED)
 
