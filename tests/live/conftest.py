@@ -36,7 +36,7 @@ def workspace_objects(phase: str = "Ready") -> list[dict]:
     return [k8s.tau_workspace("vision", phase=phase), k8s.local_queue("team-a"), k8s.pvc()]
 
 
-QUEUE_READS = ("/localqueues/", "/clusterqueues/", "visibility.kueue.x-k8s.io")
+QUEUE_READS = ("/localqueues/", "/clusterqueues/", "visibility.kueue.x-k8s.io", "/resourceflavors")
 
 
 def own(requests: list[Any]) -> list[Any]:

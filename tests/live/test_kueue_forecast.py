@@ -10,8 +10,12 @@ its own namespace yes, the cluster-wide list no.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
+from redis import Redis
 
 from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
@@ -21,7 +25,7 @@ from workers.collect.kueue_forecast import read_holders, read_preemption, with_e
 from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity, KubeClients
 from workers.kube.reader import KubeReader
-from workers.render.forecast import start_text
+from workers.render.forecast import queue_position_text, start_text
 
 from .conftest import write_descriptor
 
@@ -29,6 +33,26 @@ NOW = k8s.T0 + timedelta(minutes=30)
 ALICE = Identity(user="alice@example.com", groups=("team-vision", "gpu-users"))
 CQ = "h100-shared"
 PHASE = "Kueue admission"
+
+
+def flavor_and_nodes(gpus: int = 8) -> list[dict]:
+    """ResourceFlavor h100 (Kueue v1beta2 resourceflavor_types.go: `spec.nodeLabels`, which Kueue adds to
+    the admitted pods' node affinity) and its two nodes, as `kubectl get node -o json` prints them."""
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+              "metadata": {"name": "h100", "uid": "5a1c0d7e-0000-4000-8000-000000000001",
+                           "creationTimestamp": "2026-10-31T10:00:00Z"},
+              "spec": {"nodeLabels": {"kubernetes.azure.com/agentpool": "h100"}}}
+    nodes = [{"apiVersion": "v1", "kind": "Node",
+              "metadata": {"name": f"aks-h100-{i}", "uid": f"5a1c0d7e-0000-4000-8000-00000000010{i}",
+                           "labels": {"kubernetes.io/hostname": f"aks-h100-{i}",
+                                      "kubernetes.azure.com/agentpool": "h100"}},
+              "status": {"allocatable": {"cpu": "95", "memory": "1730000000Ki", "nvidia.com/gpu": str(gpus),
+                                         "pods": "110"}}} for i in range(2)]
+    cpu = {"apiVersion": "v1", "kind": "Node",
+           "metadata": {"name": "aks-cpu-0", "uid": "5a1c0d7e-0000-4000-8000-000000000200",
+                        "labels": {"kubernetes.io/hostname": "aks-cpu-0", "kubernetes.azure.com/agentpool": "cpu"}},
+           "status": {"allocatable": {"cpu": "95", "memory": "1730000000Ki", "pods": "110"}}}
+    return [flavor, *nodes, cpu]
 
 
 def preempted_cluster() -> list[dict]:
@@ -50,7 +74,8 @@ def preempted_cluster() -> list[dict]:
                                 type="Normal", first=600, reporting_controller="kueue-admission")
     return [k8s.tau_workspace("vision"), k8s.pvc(), k8s.local_queue("team-a", cluster_queue=CQ),
             k8s.local_queue("research", ns="research", cluster_queue=CQ),
-            k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=16, flavor="h100"), j, wl, urgent, pre, event]
+            k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=16, flavor="h100"), j, wl, urgent, pre, event,
+            *flavor_and_nodes()]
 
 
 async def _reader_session(tmp_path: Path, emu: KubeEmulator):
@@ -135,7 +160,7 @@ def waiting_cluster() -> list[dict]:
         holders += [job, hw]
     return [k8s.tau_workspace("vision"), k8s.pvc(), k8s.local_queue("team-a", cluster_queue=CQ),
             k8s.local_queue("nlp", ns="team-nlp", cluster_queue=CQ),
-            k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=16, flavor="h100"), j, wl, *holders]
+            k8s.cluster_queue(CQ, gpu_quota=16, gpu_used=16, flavor="h100"), j, wl, *holders, *flavor_and_nodes()]
 
 
 async def estimate_answer(tmp_path: Path, setup=None):
@@ -243,10 +268,10 @@ def behind_one_elsewhere() -> list[dict]:
 
 
 ROUNDS_CASES = [  # (case, objects, rounds, requests): the same with or without the ClusterQueue's name known
-    ("nobody ahead", waiting_cluster, 2, 11),
-    ("one ahead in another namespace", behind_one_elsewhere, 3, 12),
-    ("preempted", preempted_cluster, 3, 13),
-    ("preempted, one ahead in another namespace", preempted_behind_one_elsewhere, 3, 14),
+    ("nobody ahead", waiting_cluster, 3, 13),
+    ("one ahead in another namespace", behind_one_elsewhere, 3, 14),
+    ("preempted", preempted_cluster, 3, 15),
+    ("preempted, one ahead in another namespace", preempted_behind_one_elsewhere, 3, 16),
 ]
 
 
@@ -285,6 +310,13 @@ async def test_a_waiting_runs_whole_answer_takes_at_most_three_rounds_in_every_c
                     [ahead] = [r for r in requests if r.method == "GET" and "/workloads/" in r.path
                                and "/team-vision/" not in r.path]
                     assert ahead.round == 3, case
+                # never-fits by node size (issue 35): the flavours with the ClusterQueue, then the flavour's
+                # nodes by its node labels, beside the Workloads ahead
+                [flavors] = [r for r in requests if r.path.endswith("/resourceflavors")]
+                [nodes] = [r for r in requests if r.path == "/api/v1/nodes"]
+                assert (flavors.round, nodes.round) == (2, 3), case
+                assert nodes.query.get("labelSelector") == "kubernetes.azure.com/agentpool=h100", case
+                assert qp.never_fits is None and qp.node_size is None, case
 
 
 # ----------------------------------------------------------------------- never fits, live and offline
@@ -336,3 +368,132 @@ async def test_a_run_that_can_never_fit_is_a_warning_with_the_numbers_live_as_of
             assert d.queue_position.never_fits_owner == "queue-owner"
             assert f"can never fit: {NEVER}" in phase.summary
         assert live.contract()["queue_position"]["never_fits"] == offline.contract()["queue_position"]["never_fits"]
+
+
+# ----------------------------------------------------------------------- never fits by node size, live
+
+
+def too_big_per_pod() -> list[dict]:
+    """`train` asks for one pod of 16 GPUs of h100-shared (nominal 32: the queue could grant it), whose
+    flavour's nodes have 8 each (`flavor_and_nodes`): it can never be placed."""
+    j = k8s.job("train", suspend=True, gpus=16, at=30)
+    wl = k8s.workload(j, state="waiting_for_quota", cluster_queue=CQ, flavor="h100", at=30)
+    return [k8s.tau_workspace("vision"), k8s.pvc(), k8s.local_queue("team-a", cluster_queue=CQ),
+            k8s.cluster_queue(CQ, gpu_quota=32, gpu_used=24, flavor="h100"), j, wl, *flavor_and_nodes()]
+
+
+PER_POD = "each main pod asks for 16 nvidia.com/gpu; the largest node of flavour h100 has 8 (aks-h100-0)"
+
+
+async def test_a_pod_larger_than_every_node_of_its_flavour_never_fits_live_as_offline(tmp_path: Path) -> None:
+    """SPEC §5b: the researcher's, with the numbers — read live as the user (the ResourceFlavors with the
+    ClusterQueue, the flavour's nodes by its node labels), the same as from a dump of the same objects."""
+    from workers.collect.dumps import with_queue_position
+    from workers.diagnosis.evaluate import evaluate
+
+    objects = too_big_per_pod()
+    async with KubeEmulator(objects, latency=0.05) as emu:
+        write_descriptor(tmp_path, emu.base_url)
+        report = await diagnose_live(load_descriptors(tmp_path), run="train", identity=ALICE, now=NOW,
+                                     workspace="vision")
+        requests, rounds = list(emu.requests), emu.rounds()
+    offline = with_queue_position(evaluate(objects, "train", NOW, k8s.NS))
+    for d in (report.diagnosis, offline):
+        assert d.queue_position is not None and d.queue_position.never_fits == PER_POD, d.queue_position
+        assert (d.queue_position.never_fits_owner, d.owner, d.transient) == ("researcher", "researcher", False)
+        assert d.phase(PHASE).state.value == "warning" and f"can never fit: {PER_POD}" in d.phase(PHASE).summary
+    assert report.diagnosis.contract()["queue_position"]["never_fits"] == offline.contract()["queue_position"][
+        "never_fits"]
+    [nodes] = [r for r in requests if r.path == "/api/v1/nodes"]
+    assert nodes.query.get("labelSelector") == "kubernetes.azure.com/agentpool=h100" and nodes.round == 3
+    assert rounds == 3 and len(requests) == report.requests == 13, [(r.round, r.path) for r in requests]
+    _impersonated(requests)
+
+
+async def test_a_team_that_may_not_list_nodes_is_told_node_size_unavailable_never_that_it_fits(
+        tmp_path: Path) -> None:
+    async with KubeEmulator(too_big_per_pod(), latency=0.05) as emu:
+        emu.forbid("list", "nodes", user=ALICE.user)
+        write_descriptor(tmp_path, emu.base_url)
+        report = await diagnose_live(load_descriptors(tmp_path), run="train", identity=ALICE, now=NOW,
+                                     workspace="vision")
+    d = report.diagnosis
+    qp = d.queue_position
+    assert qp is not None and qp.never_fits is None
+    assert qp.node_size == "unavailable: permission denied (list nodes)"
+    assert d.contract()["queue_position"]["node_size"] == "unavailable: permission denied (list nodes)"
+    assert "node size: unavailable: permission denied (list nodes)" in queue_position_text(qp)
+    assert d.phase(PHASE).state.value == "pending"  # still waiting for quota: never "fits", never "too big"
+    _impersonated(emu.requests)
+
+
+# ----------------------------------------------------------------------- the holders' ETAs, live
+
+
+@pytest.fixture
+def seen(redis_url: str) -> Iterator[Redis]:
+    """The bot's Redis: where a read keeps a run's ETA for the runs waiting behind it."""
+    conn = Redis.from_url(redis_url)
+    yield conn
+    conn.close()
+
+
+async def test_a_holders_recorded_eta_gives_the_earliest_only_where_the_user_may_read_its_log(
+        tmp_path: Path, seen: Redis) -> None:
+    """taubot's own ETA of bert (team-nlp), as a status of bert recorded it (`remember_eta`, what
+    `investigate_in` writes after a read that computed it): with alice allowed `get pods/log` in team-nlp
+    it gives `earliest` (its basis the ETA); one access review more, in round 3, nothing else. Denied,
+    bert is again what its time limit says."""
+    from workers.collect.kueue_etas import remember_eta
+
+    bert_job = k8s.job("bert", ns="team-nlp", queue="nlp", gpus=8, at=-600)
+    remember_eta(seen, bert_job["metadata"]["uid"], NOW + timedelta(minutes=10), NOW - timedelta(minutes=2))
+    answers = {}
+    for allowed in (True, False):
+        async with KubeEmulator(waiting_cluster(), latency=0.05) as emu:
+            if not allowed:
+                emu.forbid("get", "pods", user=ALICE.user, namespace="team-nlp", subresource="log")
+            write_descriptor(tmp_path, emu.base_url)
+            report = await diagnose_live(load_descriptors(tmp_path), run="train", identity=ALICE, now=NOW,
+                                         workspace="vision", seen=seen)
+            answers[allowed] = (report, list(emu.requests), emu.rounds())
+    report, requests, rounds = answers[True]
+    est = report.diagnosis.queue_position.start_estimate  # type: ignore[union-attr]
+    assert est is not None and est.earliest == "2026-11-30T10:40:00Z"
+    assert est.earliest_because == "when team-nlp/bert's ETA frees 8 GPUs"
+    assert est.latest == "2026-11-30T10:50:02Z"  # bert's 1 h limit, as before
+    [review] = [r for r in requests if r.path.endswith("/selfsubjectaccessreviews")]
+    assert review.body["spec"]["resourceAttributes"] == {"verb": "get", "resource": "pods", "group": "",
+                                                         "namespace": "team-nlp", "subresource": "log"}
+    assert review.round == 3 and rounds == 3 and len(requests) == 14
+    _impersonated(requests)
+    denied, requests, rounds = answers[False]
+    est = denied.diagnosis.queue_position.start_estimate  # type: ignore[union-attr]
+    assert est is not None and est.earliest is None and est.latest == "2026-11-30T10:50:02Z"
+    assert rounds == 3 and len(requests) == 14
+
+
+def test_an_eta_record_that_is_malformed_future_dated_stale_or_past_is_not_used(seen: Redis) -> None:
+    """The record is read back from Redis, so it is untrusted (SPEC §11): one that does not validate or
+    is dated after now is ignored and counted; a stale one (computed over an hour ago) or one whose end
+    has passed with the run still holding its quota says nothing, and is not used either."""
+    from workers.collect.kueue_etas import recorded, remember_eta
+    from workers.plumbing.metrics import UNTRUSTED_DROPPED
+    from workers.records import keys
+
+    holder = next(o for o in waiting_cluster() if o["kind"] == "Workload" and "bert" in o["metadata"]["name"])
+    uid = holder["metadata"]["labels"]["kueue.x-k8s.io/job-uid"]
+    key = f"team-nlp/{holder['metadata']['name']}"
+    dropped = UNTRUSTED_DROPPED.labels("eta")
+    before = dropped._value.get()
+    for raw in ("not json", '{"end": "2026-11-30T11:00:00Z"}', '{"end": "2026-11-30T11:00:00", "at": '
+                '"2026-11-30T10:20:00Z"}', '{"end": "2026-11-30T11:00:00Z", "at": "2026-11-30T10:45:00Z"}'):
+        seen.set(keys.run_eta_key(uid), raw)
+        assert recorded(seen, [holder], NOW) == {}, raw
+    assert dropped._value.get() - before == 4
+    remember_eta(seen, uid, NOW + timedelta(minutes=30), NOW - timedelta(hours=2))  # stale
+    assert recorded(seen, [holder], NOW) == {}
+    remember_eta(seen, uid, NOW - timedelta(minutes=1), NOW - timedelta(minutes=5))  # already past: not kept
+    assert recorded(seen, [holder], NOW) == {}
+    remember_eta(seen, uid, NOW + timedelta(minutes=30), NOW - timedelta(minutes=5))
+    assert recorded(seen, [holder], NOW) == {key: ("team-nlp", NOW + timedelta(minutes=30))}

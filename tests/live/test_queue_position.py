@@ -106,13 +106,15 @@ async def test_position_in_the_cluster_queue_gpus_ahead_and_free_quota(tmp_path:
     assert read.identity.user == ALICE.user
     # A fresh process knows no ClusterQueue for team-a: the LocalQueue is read with the run (round 1,
     # as the user), so round 2 reads the LocalQueue's list with the run's objects and, with them, the
-    # ClusterQueue's list and quota and the Workloads holding its quota (issue 35); round 3 the
-    # Workload ahead in team-nlp. Three rounds (four before issue 35), 12 requests as before.
+    # ClusterQueue's list and quota, the Workloads holding its quota and the ResourceFlavors (issue 35);
+    # round 3 the Workload ahead in team-nlp (and the flavour's nodes, when a ResourceFlavor names
+    # them: none here). Three rounds (four before issue 35), 13 requests (12 before the flavours).
     assert rounds == 3, [(r.round, r.path) for r in requests]
     [holders] = [r for r in requests if r.query.get("fieldSelector") == f"status.admission.clusterQueue={CQ}"]
     [local_queue] = [r for r in requests if r.path.endswith("/localqueues/team-a")]
-    assert (local_queue.round, read.round, holders.round, nlp.round) == (1, 2, 2, 3)
-    assert len(requests) == 12 and report.requests == 12
+    [flavors] = [r for r in requests if r.path.endswith("/resourceflavors")]
+    assert (local_queue.round, read.round, holders.round, flavors.round, nlp.round) == (1, 2, 2, 2, 3)
+    assert len(requests) == 13 and report.requests == 13
 
 
 async def test_team_rbac_hides_the_other_namespaces_requests(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from workers.collect.kueue import (
     read_queue,
     workload_version,
 )
+from workers.collect.kueue_etas import EtaRead, readable_etas, remember_eta
 from workers.collect.kueue_forecast import (
     PreemptorRead,
     read_preemption,
@@ -575,9 +576,13 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
         async def preemptor() -> PreemptorRead:
             return await read_preemption(reader, ns, await run_workloads)
 
+        async def etas(holders: list[dict]) -> EtaRead:  # the holders' ETAs this user may read (issue 35)
+            return await readable_etas(reader, seen, holders, now, namespace=ns, own_review=log_access.answer)
+
         read, preempting = await asyncio.gather(
             read_queue(reader, ns, local_queue, cluster_queue=hint, run_uid=meta(run_obj).get("uid") or "",
-                       list_namespace=plan.list_namespace_workloads, local_queue_object=known),
+                       list_namespace=plan.list_namespace_workloads, local_queue_object=known,
+                       run_workloads=run_workloads, etas=etas),
             preemptor())
         read.preemptor = preempting
         CLUSTER_QUEUE_NAMES.learn(cluster, ns, local_queue, read.queue_object, shared=seen)
@@ -627,6 +632,9 @@ async def investigate_in(reader: KubeReader, ws: WorkspaceConnection, *, now: da
                              stall_seconds=stall_seconds, node_gaps=node_gaps,
                              dcgm_health=gpu_profile.gpu_health if gpu_profile else None,
                              linked=collected.linked)
+    if diagnosis.eta is not None and collected.linked is not None and collected.linked.run is not None:
+        # for the start estimates of runs waiting behind this one (issue 35, `kueue_etas`)
+        remember_eta(seen, meta(collected.linked.run).get("uid"), diagnosis.eta.expected_end, now)
     memo: QueueMemo | None = None
     if report is None and waiting_for_quota(diagnosis):
         preemption = None

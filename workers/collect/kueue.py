@@ -9,11 +9,14 @@ Started with round 2 of a status, and only for a run Kueue keeps suspended:
   when the ClusterQueue's name is known already, its own reads (below);
 * once the ClusterQueue's name is known: its own pending list
   (`…/clusterqueues/<cq>/pendingworkloads`, which Kueue's kueue-pending-workloads-cq-viewer
-  ClusterRole grants), the ClusterQueue object (its nominal quota and what is reserved) and the
-  Workloads holding its quota (`kueue_forecast.read_holders`);
-* then, only when Workloads of other namespaces are ahead: a GET of each (at most
+  ClusterRole grants), the ClusterQueue object (its nominal quota and what is reserved), the
+  Workloads holding its quota (`kueue_forecast.read_holders`) and, for a status, the cluster's
+  ResourceFlavors (`kueue_nodes.read_flavors`);
+* then, together: when Workloads of other namespaces are ahead, a GET of each (at most
   `MAX_AHEAD_READS`), which a team's RBAC usually denies — then their requests are said to be
-  unreadable, never guessed.
+  unreadable, never guessed; the nodes of the run's flavour by its node labels, for never-fits by
+  node size (`kueue_nodes.read_flavor_nodes`); and, when a holder has a recorded training ETA, the
+  user's `pods/log` review in its namespace (`kueue_etas.readable_etas`).
 
 The name is known early in two ways, so the whole answer takes three rounds at most (issue 35):
 a hint (`ClusterQueueNames`, in the process and in Redis), which the user's own LocalQueue read
@@ -34,13 +37,16 @@ import hashlib
 import logging
 import re
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from workers.collect.kueue_etas import EtaRead
 from workers.collect.kueue_forecast import PreemptorRead, read_holders, with_estimate
+from workers.collect.kueue_nodes import FlavorNodes, read_flavor_nodes, read_flavors
 from workers.diagnosis.preemption import Preemption
 from workers.diagnosis.queue_position import (
     QueuePosition,
@@ -86,6 +92,12 @@ class QueueRead:
     holders: list[dict] | ReadError | None = None
     # A preempted run's preemptor, read with the ClusterQueue's reads (None: not read here).
     preemptor: PreemptorRead | None = None
+    # The cluster's ResourceFlavors (with the ClusterQueue's reads) and the nodes of the run's flavour
+    # (after them), for never-fits by node size (`kueue_nodes`); None: not read.
+    flavors: list[dict] | ReadError | None = None
+    nodes: FlavorNodes | None = None
+    # The holders' recorded training ETAs this user may use (`kueue_etas`), read after the holders.
+    etas: EtaRead | None = None
 
 
 class QueueMemo(BaseModel):
@@ -238,7 +250,7 @@ async def read_local_queue(reader: KubeReader, namespace: str, local_queue: str)
     return await reader.get(resource_path(*KUEUE, "localqueues", namespace, local_queue))
 
 
-async def _given(value: dict | ReadError) -> dict | ReadError:
+async def _given(value: Any) -> Any:
     return value
 
 
@@ -260,10 +272,15 @@ async def _cluster_queue(reader: KubeReader, name: str) -> dict | ReadError:
     return got
 
 
+EtaLookup = Callable[[list[dict]], Awaitable[EtaRead]]
+
+
 async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
                      cluster_queue: str | None = None, run_uid: str = "",
                      list_namespace: bool = True,
-                     local_queue_object: dict | ReadError | None = None) -> QueueRead:
+                     local_queue_object: dict | ReadError | None = None,
+                     run_workloads: Awaitable[list[dict] | ReadError] | None = None,
+                     etas: EtaLookup | None = None) -> QueueRead:
     """The LocalQueue's pending Workloads, the LocalQueue and the namespace's Workloads at once;
     then the ClusterQueue's pending list and quota; then the Workloads ahead in other namespaces.
 
@@ -272,6 +289,11 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
     answer still decides which ClusterQueue is meant (a hint that no longer holds is re-read).
     ``local_queue_object``: the LocalQueue as this user's status already read it (round 1): it is
     not read again, and the ClusterQueue it names is read at once, as certainly meant.
+
+    With ``run_workloads`` (the run's own Workloads, read beside) the ResourceFlavors go with the
+    ClusterQueue's reads and the nodes of the run's flavour with the GETs of the Workloads ahead, for
+    never-fits by node size (`kueue_nodes`); ``etas`` looks up the holders' recorded ETAs there too
+    (`kueue_etas`). Neither adds a round to a status that has the Workloads ahead to read.
 
     Without ``list_namespace`` (a watch's re-read) the namespace's Workloads are not listed: those
     ahead in the LocalQueue are read by name with the ones ahead elsewhere, bounded together by
@@ -285,9 +307,11 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
         calls.append(reader.list(resource_path(*KUEUE, "workloads", namespace), limit=PAGE_SIZE))
     cluster_queue = named_cluster_queue(local_queue_object) or (
         cluster_queue if local_queue_object is None else None)
+    node_size = run_workloads is not None
     if cluster_queue:
         calls += [_pending(reader, VISIBILITY_VERSIONS[0], "clusterqueues", None, cluster_queue),
-                  _cluster_queue(reader, cluster_queue), read_holders(reader, cluster_queue)]
+                  _cluster_queue(reader, cluster_queue), read_holders(reader, cluster_queue),
+                  read_flavors(reader) if node_size else _given(None)]
     answers = await asyncio.gather(*calls)
     summary, lq = answers[0], answers[1]
     workloads: list[dict] | ReadError = answers[2] if list_namespace else []
@@ -304,11 +328,11 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
         read.workloads = await _workloads(reader, local_ahead) if local_ahead else workloads
         return read
     if hinted and named == cluster_queue and version == VISIBILITY_VERSIONS[0]:
-        read.cluster_summary, read.cluster_queue_object, read.holders = hinted
+        read.cluster_summary, read.cluster_queue_object, read.holders, read.flavors = hinted
     else:
-        read.cluster_summary, read.cluster_queue_object, read.holders = await asyncio.gather(
+        read.cluster_summary, read.cluster_queue_object, read.holders, read.flavors = await asyncio.gather(
             _pending(reader, version, "clusterqueues", None, named), _cluster_queue(reader, named),
-            read_holders(reader, named))
+            read_holders(reader, named), read_flavors(reader) if node_size else _given(None))
     if isinstance(read.cluster_summary, dict):
         local = {workload_key(w) for w in workloads} if isinstance(workloads, list) else set()
         others = [k for k in _ahead_keys(read.cluster_summary, summary, run_uid)
@@ -316,12 +340,34 @@ async def read_queue(reader: KubeReader, namespace: str, local_queue: str, *,
         wanted = [*local_ahead, *others][:MAX_AHEAD_READS]
     else:
         wanted = local_ahead
-    got = dict(zip(wanted, await asyncio.gather(*(
-        reader.get(resource_path(*KUEUE, "workloads", ns, name)) for ns, name in wanted)), strict=True))
+    # Beside the GETs of the Workloads ahead: the nodes of the run's flavour and the holders' ETAs.
+    nodes = _flavor_nodes(reader, read, run_workloads) if node_size else _given(None)
+    eta_call = etas(_holders_read(read)) if etas is not None else _given(None)
+    answers, read.nodes, read.etas = await asyncio.gather(asyncio.gather(*(
+        reader.get(resource_path(*KUEUE, "workloads", ns, name)) for ns, name in wanted)), nodes, eta_call)
+    got = dict(zip(wanted, answers, strict=True))
     if not list_namespace:
         read.workloads = [w for k in local_ahead if isinstance(w := got.get(k), dict)]
     read.ahead = {k: v for k, v in got.items() if k not in local_ahead}
     return read
+
+
+async def _flavor_nodes(reader: KubeReader, read: QueueRead,
+                        run_workloads: Awaitable[list[dict] | ReadError] | None) -> FlavorNodes | None:
+    if run_workloads is None or not isinstance(read.cluster_queue_object, dict):
+        return None
+    return await read_flavor_nodes(reader, read.cluster_queue_object, await run_workloads, read.flavors)
+
+
+def _holders_read(read: QueueRead) -> list[dict]:
+    """The Workloads holding the ClusterQueue's quota as the user read them: cluster-wide when allowed,
+    else the namespace's."""
+    seen: dict[tuple[str, str], dict] = {}
+    for listed in (read.workloads, read.holders):
+        for w in listed if isinstance(listed, list) else []:
+            if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue"):
+                seen[workload_key(w)] = w
+    return list(seen.values())
 
 
 def _local_ahead_keys(summary: dict, run_uid: str) -> list[tuple[str, str]]:
@@ -433,7 +479,9 @@ def position_from(read: QueueRead, *, run_uid: str, workload_names: set[str],
                                namespace_workloads=workloads, holders=read.holders,
                                ahead={k: v for k, v in read.ahead.items() if isinstance(v, dict)} | {
                                    workload_key(w): w for w in workloads or []},
-                               ahead_keys=_ahead_in_order(read, run_uid), now=now)
+                               ahead_keys=_ahead_in_order(read, run_uid), now=now,
+                               etas=read.etas.etas if read.etas else None,
+                               eta_unknown=read.etas.unknown if read.etas else (), nodes=read.nodes)
     elif isinstance(read.cluster_queue_object, ReadError):
         qp = qp.model_copy(update={"free_quota_unavailable": _quota_why(read.cluster_queue_object)})
     else:

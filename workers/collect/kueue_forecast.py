@@ -21,10 +21,11 @@ The pure parts (the walk, the parsing) are the engine's (`workers.diagnosis.star
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from workers.collect.kueue_nodes import FlavorNodes
 from workers.diagnosis.linkage import Event, RunObjects, meta
 from workers.diagnosis.models import Diagnosis
 from workers.diagnosis.phases.admission import never_fits_update
@@ -64,10 +65,13 @@ def _holders_why(got: ReadError) -> str:
 def with_estimate(qp: QueuePosition, cluster_queue: dict, *, run_workloads: list[dict],
                   namespace_workloads: list[dict] | None, holders: list[dict] | ReadError | None,
                   ahead: Mapping[tuple[str, str], dict | None] | None, ahead_keys: list[tuple[str, str]],
-                  now: datetime, etas: Mapping[str, datetime] | None = None) -> QueuePosition:
+                  now: datetime, etas: Mapping[str, datetime] | None = None, eta_unknown: Sequence[str] = (),
+                  nodes: FlavorNodes | None = None) -> QueuePosition:
     """``qp`` with `start_estimate` and `never_fits` from what the user read: the ClusterQueue, the
-    Workloads holding its quota (cluster-wide when allowed, else the namespace's), and those ahead
-    (``ahead_keys`` in Kueue's order; ``ahead`` the ones read, None for one not readable)."""
+    Workloads holding its quota (cluster-wide when allowed, else the namespace's), those ahead
+    (``ahead_keys`` in Kueue's order; ``ahead`` the ones read, None for one not readable), the holders'
+    ETAs the user may use (``etas``; ``eta_unknown``: what could not be decided of them) and the nodes
+    of the run's flavour (``nodes``; None: not read, and node size is not said)."""
     picked = run_flavor(cluster_queue, run_workloads)
     if picked is None or qp.unavailable:
         return qp
@@ -75,9 +79,13 @@ def with_estimate(qp: QueuePosition, cluster_queue: dict, *, run_workloads: list
     seen: dict[tuple[str, str], dict] = {}
     for w in [*(namespace_workloads or []), *(holders if isinstance(holders, list) else [])]:
         seen[workload_key(w)] = w
+    home = meta(run_workloads[0]).get("namespace") if run_workloads else None
     pool = build_pool(cluster_queue, flavor, resource, cohort_queues=[cluster_queue],
-                      admitted=list(seen.values()), etas=etas or {})
-    cant = never_fits(run_workloads, pool, [])
+                      admitted=list(seen.values()), etas=etas or {}, home=home)
+    read_nodes = nodes or FlavorNodes()
+    cant = never_fits(run_workloads, pool, read_nodes.nodes or [], read_nodes.flavor)
+    if nodes is not None and nodes.unavailable and (cant is None or cant[1] != "queue-owner"):
+        qp = qp.model_copy(update={"node_size": nodes.unavailable})
     if cant is not None:
         return qp.model_copy(update={"never_fits": cant[0], "never_fits_owner": cant[1],
                                      "start_time": f"never: it can never fit ({cant[0]})"})
@@ -89,6 +97,8 @@ def with_estimate(qp: QueuePosition, cluster_queue: dict, *, run_workloads: list
         queued.append(Waiting(f"{key[0]}/{key[1]}", workload_request(wl, resource) if wl else None,
                               limit_seconds(wl) if wl else None, pool.cluster_queue))
     est = start_estimate(pool, sum(workload_request(w, resource) for w in run_workloads), queued, now)
+    if eta_unknown:
+        est = est.model_copy(update={"unknown": [*est.unknown, *eta_unknown]})
     if isinstance(holders, ReadError):
         est = est.model_copy(update={"unknown": [*est.unknown, f"unavailable: {_holders_why(holders)}; "
                                                  "only your namespace's holders were read"]})

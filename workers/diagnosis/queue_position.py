@@ -95,6 +95,10 @@ class QueuePosition(BaseModel):
                                    "with the numbers; None when it can")
     never_fits_owner: str | None = Field(default=None, description="queue-owner (the queue's limit) or "
                                          "researcher (a pod larger than any node of the flavour)")
+    node_size: str | None = Field(
+        default=None, description="a pod's size against the flavour's largest node when it was not checked: "
+        "`unavailable: permission denied (list nodes)`, `not checked (…)`; None when checked (never_fits "
+        "then says whether a pod is too big)")
     unavailable: str | None = Field(default=None, description="why there is no position (403, not "
                                     "served, not listed); the other fields are then empty")
 

@@ -598,6 +598,10 @@ def snapshot_position(objs: RunObjects, now: datetime, etas: Mapping[str, dateti
                       etas=etas or {}, home=ns)
     flavor_obj = next((f for f in objs.of_kind("ResourceFlavor") if meta(f).get("name") == flavor), None)
     cant = never_fits(waiting, pool, objs.of_kind("Node"), flavor_obj)
+    if not any(_node_matches(n, flavor_obj) for n in objs.of_kind("Node")) and (cant is None or
+                                                                             cant[1] != "queue-owner"):
+        of = f" of flavour {flavor}" if flavor_obj else ""
+        qp = qp.model_copy(update={"node_size": f"not checked (the dump holds no Node{of})"})
     if cant is not None:
         return qp.model_copy(update={"never_fits": cant[0], "never_fits_owner": cant[1],
                                      "start_time": f"never: it can never fit ({cant[0]})"})

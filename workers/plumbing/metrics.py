@@ -74,7 +74,7 @@ MONITOR_REDIS_DOWN = Counter("taubot_monitor_redis_unreachable_total",
 UNTRUSTED_DROPPED = Counter("taubot_untrusted_state_dropped_total",
                             "State read back from Redis or Slack that failed its checks and was ignored "
                             "(SPEC §11), by kind: `timed_job`, `cluster_queue_hint`, `exporter_hint`, "
-                            "`log_seen`, `foreign_message`", ["kind"])
+                            "`log_seen`, `eta`, `foreign_message`", ["kind"])
 STALLED = Gauge("taubot_stalled_runs", "Runs the monitor sees stalled, by layer", ["layer"],
                 multiprocess_mode="livemax")
 

@@ -19,6 +19,7 @@ sets — the timed jobs' due and leased sets (`workers/plumbing/timed_jobs.py`) 
 | first sighting of a log | `taubot:log-seen:<run uid>` | layer 7 | layer 7 |
 | what the last log read found | `taubot:last-read:<run uid>` | layer 7 | layer 7 (what to send early) |
 | LocalQueue → ClusterQueue | `taubot:cq-of:<digest>` | queue read | queue read |
+| a run's training ETA | `taubot:eta:<run uid>` | status, watch (layer 7) | a waiting run's start estimate |
 | exporter labels of a cluster | `taubot:exporter-labels:<digest>` | `--run-profile` | `--run-profile` |
 | stall monitor | `taubot:monitor:…` (rec, group, posted, claim, lease, log-checked) | monitor | monitor |
 | mute | `taubot:monitor:mute:…`, `taubot:monitor:mute-record:<id>` | Mute press, monitor | monitor, Mute |
@@ -105,6 +106,7 @@ OPERATOR_ACCESS = "taubot:operator-access:"
 LOG_SEEN = "taubot:log-seen:"
 LAST_READ = "taubot:last-read:"  # + the run's uid: what its last layer-7 read found (logs/memory.py)
 CLUSTER_QUEUE_OF = "taubot:cq-of:"  # + a digest of (cluster, namespace, LocalQueue): the ClusterQueue's name
+RUN_ETA = "taubot:eta:"  # + the run's uid: its training ETA as taubot last computed it (kueue_etas.py)
 EXPORTER_LABELS = "taubot:exporter-labels:"  # + a digest of the cluster: both exporter LISTs at once
 
 
@@ -114,6 +116,10 @@ def log_seen_key(run_uid: str) -> str:
 
 def last_read_key(run_uid: str) -> str:
     return LAST_READ + run_uid
+
+
+def run_eta_key(run_uid: str) -> str:
+    return RUN_ETA + run_uid
 
 
 def cluster_queue_of_key(digest: str) -> str:

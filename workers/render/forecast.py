@@ -114,6 +114,8 @@ def queue_position_text(qp: QueuePosition, *, short: bool = False) -> str:
         parts.append(quota)
     if qp.cohort and qp.free_quota:
         parts.append(f"ClusterQueue is in cohort {qp.cohort}, which may lend more")
+    if qp.node_size:
+        parts.append(f"node size: {qp.node_size}")
     return "; ".join(parts)
 
 
