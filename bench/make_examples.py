@@ -847,10 +847,42 @@ DEMO_PLATFORM = Path(__file__).resolve().parent.parent / "shell" / "demo_platfor
 
 
 def demo_platform() -> list[Obj]:
-    """The platform side of the demo workspace: TauWorkspace vision (Ready), its LocalQueue and
-    ClusterQueue, and PVC blob-training — what layers 1–2 read before any run."""
-    return [k8s.tau_workspace("vision"), k8s.local_queue("team-a"),
-            k8s.cluster_queue(gpu_quota=40, gpu_used=16), k8s.pvc()]
+    """The platform side of the demo workspace: TauWorkspace vision (Ready), its LocalQueue
+    vision-default and ClusterQueue (`demo_queues`), and PVC blob-training — what layers 1–2 read
+    before any run."""
+    from shell import demo_cluster as demo
+
+    return [k8s.tau_workspace("vision", local_queue_name=demo.LOCAL_QUEUE), *demo_queues(), k8s.pvc()]
+
+
+def demo_queues() -> list[Obj]:
+    """The demo's LocalQueue and ClusterQueue as Kueue keeps them for the demo runs (issue 35): the
+    ClusterQueue's reservation and usage (`status.flavorsReservation`/`flavorsUsage`) are the sum of
+    what the Workloads admitted to it hold (their `status.admission` podSetAssignments), its nominal
+    quota `shell.demo_cluster.FREE_GPUS` more, and both queues count the pending and admitted ones."""
+    from shell import demo_cluster as demo
+    from workers.diagnosis.start_estimate import holding
+
+    def true(wl: Obj, ctype: str) -> bool:
+        return any(c["type"] == ctype and c["status"] == "True" for c in wl["status"].get("conditions") or [])
+
+    objects = [o for run in demo.RUNS for o in demo.demo_run_objects(run, quota=0)] + demo.watched_objects(0)
+    workloads = [o for o in objects if o["kind"] == "Workload"]
+    held = [w for w in workloads if true(w, "QuotaReserved") and not true(w, "Finished")]
+    pending = len([w for w in workloads if not true(w, "QuotaReserved") and not true(w, "Finished")])
+    used = int(sum(holding(w, demo.FLAVOR, "nvidia.com/gpu") for w in held))
+    local = k8s.local_queue(demo.LOCAL_QUEUE, pending=pending, admitted=len(held))
+    cluster = k8s.cluster_queue(gpu_quota=used + demo.FREE_GPUS, gpu_used=used, pending=pending,
+                                admitted=len(held))
+    for usage in ("flavorsReservation", "flavorsUsage"):  # every one of them came through vision-default
+        local["status"][usage] = copy.deepcopy(cluster["status"][usage])
+    return [local, cluster]
+
+
+def write_demo_platform(path: Path = DEMO_PLATFORM) -> None:
+    """shell/demo_platform.json: the platform objects, the infrastructure and the demo's I/O."""
+    platform = {**k8s.kube_list(*demo_platform(), *demo_infrastructure()), "demo": demo_io()}
+    path.write_text(json.dumps(platform, indent=2, ensure_ascii=False) + "\n")
 
 
 # --------------------------------------------------------------------------- the demo's I/O
@@ -944,11 +976,11 @@ def _kubelet(lines: list[tuple[datetime, str]]) -> str:
 
 
 def _hf_training(start: datetime, end: datetime, *, every: int = 30, step0: int = 10,
-                 loss0: float = 2.9) -> list[tuple[datetime, str]]:
+                 loss0: float = 2.9, total: int = 25_000) -> list[tuple[datetime, str]]:
     """A Hugging Face Trainer run: its banner, then a log dict every ``every`` seconds
     (training-logs.md §2.4 rows 3 and 4: `{'loss': …, 'learning_rate': …, 'epoch': …, 'step': N}`)."""
     lines = [(start, "***** Running training *****"), (start, "  Num examples = 1,281,167"),
-             (start, "  Total optimization steps = 25,000")]
+             (start, f"  Total optimization steps = {total:,}")]
     at, step = start + timedelta(seconds=every), step0
     while at <= end:
         loss = loss0 * 0.985 ** (step // 10)
@@ -958,6 +990,12 @@ def _hf_training(start: datetime, end: datetime, *, every: int = 30, step0: int 
             lines.append((at, f"Saving model checkpoint to /mnt/blob-training/resnet/checkpoint-{step}"))
         at, step = at + timedelta(seconds=every), step + 10
     return lines
+
+
+# ray-pretrain-live's total steps: at its 10 steps a minute its training ETA is about 13:40, between the
+# time limits of the demo's ClusterQueue holders (shell/demo_cluster.py TIME_LIMITS), so it is what lets
+# llama-ft-queued in at its `earliest` (issue 35).
+LIVE_STEPS = 2_200
 
 
 def demo_io() -> dict[str, Any]:
@@ -990,7 +1028,7 @@ def demo_io() -> dict[str, Any]:
                       (started - timedelta(seconds=5), "-" * 55),
                       (started - timedelta(seconds=4),
                        "Tailing logs until the job exits (disable with --no-wait):")]
-            driver = _hf_training(started, now - timedelta(seconds=30), every=60, step0=100)
+            driver = _hf_training(started, now - timedelta(seconds=30), every=60, step0=100, total=LIVE_STEPS)
             logs.append({"namespace": NS, "pod": name, "container": container,
                          "text": _kubelet([*banner, *driver])})
             continue
@@ -1051,7 +1089,7 @@ def demo_io() -> dict[str, Any]:
         if run == "ray-pretrain-live":
             # The driver's stdout through the dashboard: Ray Train's HF loop, no kubelet stamps.
             driver = _hf_training(now - timedelta(minutes=20), now - timedelta(seconds=30), every=60,
-                                  step0=100)
+                                  step0=100, total=LIVE_STEPS)
             text = "".join(f"{line}\n" for _, line in driver)
             record(run, now - timedelta(seconds=30), 290)
         else:
@@ -1114,8 +1152,7 @@ def main(argv: list[str] | None = None) -> int:
     for ex, build in EXAMPLES:
         (out / ex.file).write_text(render(build(), ex.run))
     (out / "README.md").write_text(readme())
-    platform = {**k8s.kube_list(*demo_platform(), *demo_infrastructure()), "demo": demo_io()}
-    DEMO_PLATFORM.write_text(json.dumps(platform, indent=2, ensure_ascii=False) + "\n")
+    write_demo_platform()
     print(f"wrote {len(EXAMPLES)} examples to {out} and the demo platform to {DEMO_PLATFORM}")
     return 0
 

@@ -150,6 +150,63 @@ def run_objects(example: str, example_run: str, name: str,
     return keep
 
 
+# The demo's one ClusterQueue tells a true queue (issue 35): its reservation is what the Workloads
+# admitted to it hold (bench/make_examples.py `demo_queue` sums them into demo_platform.json) and its
+# quota leaves FREE_GPUS unreserved — fewer than the preempted run's 16, so Kueue really keeps it and
+# llama-ft-queued waiting (BestEffortFIFO admits whatever fits). Kueue's own messages say the same
+# numbers (flavorassigner.go: "insufficient unused quota for <resource> in flavor <f>, <n> more
+# needed"; "… current podset request (<n>) > maximum capacity (<m>)").
+FREE_GPUS = 8
+# Time limits (the job label `kueue.x-k8s.io/max-exec-time-seconds`, which Kueue copies into the
+# Workload's spec.maximumExecutionTimeSeconds): with urgent-eval's own 2 h, what frees the queue's
+# GPUs by when, so llama-ft-queued's start has a `latest`; ray-pretrain-live's training ETA (its
+# driver log, bench/make_examples.py) lands between them, and gives the `earliest` once read.
+TIME_LIMITS = {"resnet-hang": 4 * 3600, "llama-ft-xid": 6 * 3600}
+HUGE_WORKERS = 20  # ray-pretrain-huge's GPU workers (8 GPUs each): more than the quota could ever grant
+
+
+def _queue_words(name: str, quota: int) -> tuple[tuple[str, str], ...]:
+    """The numbers in a demo run's Kueue messages, as Kueue writes them for the demo's queue."""
+    return {
+        "llama-ft-queued": (("8 more needed", f"{32 - FREE_GPUS} more needed"),),
+        WATCHED: (("8 more needed", f"{32 - FREE_GPUS} more needed"),),
+        "ray-sweep-preempted": (("4 more needed", f"{16 - FREE_GPUS} more needed"),),
+        "ray-pretrain-huge": (("current podset request (48)", f"current podset request ({HUGE_WORKERS * 8})"),
+                              ("maximum capacity (40)", f"maximum capacity ({quota})")),
+    }.get(name, ())
+
+
+def kueue_story(name: str, objects: list[dict[str, Any]], quota: int | None = None) -> list[dict[str, Any]]:
+    """A demo run's objects as the demo's Kueue holds them (see `FREE_GPUS`): its messages' numbers,
+    its time limit, and ray-pretrain-huge's size. ``quota``: the ClusterQueue's nominal GPUs."""
+    words = _queue_words(name, quota if quota is not None else cluster_queue_quota())
+    if words:
+        text = json.dumps(objects)
+        for old, new in words:
+            text = text.replace(old, new)
+        objects = json.loads(text)
+    for obj in objects:
+        limit = TIME_LIMITS.get(name)
+        if limit and obj.get("kind") == "Job":
+            obj["metadata"].setdefault("labels", {})["kueue.x-k8s.io/max-exec-time-seconds"] = str(limit)
+        if limit and obj.get("kind") == "Workload":
+            obj["spec"]["maximumExecutionTimeSeconds"] = limit
+        if name == "ray-pretrain-huge" and obj.get("kind") == "RayJob":
+            for group in obj["spec"]["rayClusterSpec"]["workerGroupSpecs"]:
+                group.update(replicas=HUGE_WORKERS, minReplicas=HUGE_WORKERS, maxReplicas=HUGE_WORKERS)
+        if name == "ray-pretrain-huge" and obj.get("kind") == "Workload":
+            for pod_set in obj["spec"]["podSets"]:
+                if pod_set["name"] == "gpu-workers":
+                    pod_set["count"] = HUGE_WORKERS
+    return objects
+
+
+def demo_run_objects(run: DemoRun, quota: int | None = None) -> list[dict[str, Any]]:
+    """A demo run's objects as the demo cluster serves them."""
+    objects = run_objects(run.example, run.example_run, run.name, run.nodes, run.also)
+    return kueue_story(run.name, objects, quota)
+
+
 def watched_objects(index: int) -> list[dict[str, Any]]:
     """The watched run at one stage of its life, told as one run: the creation time of its first
     stage throughout, its own nodes, and in the end the pod that succeeded (the succeeded
@@ -168,7 +225,7 @@ def watched_objects(index: int) -> list[dict[str, Any]]:
         if obj.get("kind") == "Pod" and (obj.get("status") or {}).get("phase") == "Failed":
             continue
         kept.append(obj)
-    return kept
+    return kueue_story(WATCHED, kept) if index == 0 else kept
 
 
 def _platform() -> dict[str, Any]:
@@ -177,6 +234,12 @@ def _platform() -> dict[str, Any]:
 
 def platform_objects() -> list[dict[str, Any]]:
     return list(_platform()["items"])
+
+
+def cluster_queue_quota() -> int:
+    """The demo ClusterQueue's nominal GPUs (demo_platform.json)."""
+    cq = next(o for o in platform_objects() if o.get("kind") == "ClusterQueue")
+    return int(cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"])
 
 
 PROFILE, FLAVOR = "a100-8x", "a100"  # the ClusterQueue's flavor (demo_platform.json)
@@ -271,8 +334,9 @@ def demo_cluster(now: Callable[[], datetime] = lambda: START) -> Iterator[DemoCl
     """The demo cluster served on a loopback port for as long as the block runs; ``now`` is the
     demo's clock (its kubelet stamps the pods it runs with it)."""
     objects = platform_objects() + topology_objects()
+    quota = cluster_queue_quota()
     for run in RUNS:
-        objects += run_objects(run.example, run.example_run, run.name, run.nodes, run.also)
+        objects += demo_run_objects(run, quota)
     with tempfile.TemporaryDirectory(prefix="taubot-demo-") as tmp, running_emulator(objects) as emu, \
             running_mlflow() as mlflow:
         emu.kubelet_log_states = True  # a container that never started says why, as the kubelet does
@@ -293,5 +357,6 @@ def run_table() -> list[str]:
 
 
 __all__ = ["CHANNEL", "FAULTY_NODE", "FLAVOR", "PROFILE", "RUNS", "START", "USER", "WATCHED",
-           "WATCHED_STAGES", "DemoCluster", "DemoRun", "demo_cluster", "run_objects", "run_table",
-           "topology_objects", "watched_objects"]
+           "WATCHED_STAGES", "DemoCluster", "DemoRun", "cluster_queue_quota", "demo_cluster",
+           "demo_run_objects", "kueue_story", "run_objects", "run_table", "topology_objects",
+           "watched_objects"]

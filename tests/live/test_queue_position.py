@@ -229,23 +229,35 @@ async def test_admitted_run_reads_no_queue(tmp_path: Path) -> None:
 
 
 def test_shell_demo_prints_the_queue_line() -> None:
-    """`taubot shell --demo` (its in-process emulator serves the visibility API too): the waiting run's
-    place; the preempted run's card names what took its place and, again, its own place (issue 35);
-    the run too big for its ClusterQueue is a warning whose next action says the numbers (SPEC §5b)."""
-    runs = ("llama-ft-queued", "ray-sweep-preempted", "ray-pretrain-huge")
+    """`taubot shell --demo` (its in-process emulator serves the visibility API too) tells a true queue
+    (issue 35): the ClusterQueue reserves what its admitted Workloads hold (136 of 144 GPUs). The waiting
+    run's place and start — at the latest when the holders' time limits free enough, and, once a status
+    of ray-pretrain-live has computed its training ETA, earliest then; the preempted run's card names
+    what took its place, the priorities, and again its own place and start; the run too big for its
+    ClusterQueue is a warning whose next action says the numbers (SPEC §5b)."""
+    runs = ("llama-ft-queued", "ray-sweep-preempted", "ray-pretrain-huge", "ray-pretrain-live", "llama-ft-queued")
     done = subprocess.run([sys.executable, "-m", "workers.cli", "shell", "--demo"],
                           input="".join(f"/tau status {r}\n" for r in runs), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    queued, preempted, huge = done.stdout.split("› /tau status ")[1:]
+    queued, preempted, huge, live, again = done.stdout.split("› /tau status ")[1:]
     # ray-sweep-preempted (priority 100, issue 35) waits ahead of it in the same ClusterQueue.
     assert "Queue: 2nd of 4 in ClusterQueue cluster-queue (2nd of 4 in your LocalQueue vision-default)" in queued
+    # urgent-eval's 2 h limit frees 16 GPUs by 12:00 (the preempted run takes them), resnet-hang's 4 h 16
+    # more by 13:00, llama-ft-xid's 6 h the last 16 it needs by 15:00
+    assert ("Start: at the latest 15:00 UTC (the holders' time limits) — preemption, fair sharing and "
+            "borrowing can change it") in queued
     assert "reason=Preempted: preempted by Job/urgent-eval in /cluster-queue, priority 1000 over yours 100" \
         in preempted
     assert "Queue: 1st of 4 in ClusterQueue cluster-queue (1st of 4 in your LocalQueue vision-default)" in preempted
+    assert "Start: at the latest 12:00 UTC (the holders' time limits)" in preempted
     assert "First incomplete: Kueue admission (warning)" in huge and "Transient: no" in huge
-    assert ("Next: The run asks for 48 nvidia.com/gpu; ClusterQueue cluster-queue can grant at most 40 in "
-            "flavour a100 (its nominal quota 40, no cohort to borrow from): request fewer resources") in huge
+    assert ("Next: The run asks for 160 nvidia.com/gpu; ClusterQueue cluster-queue can grant at most 144 in "
+            "flavour a100 (its nominal quota 144, no cohort to borrow from): request fewer resources") in huge
+    assert "ETA: ends about 2026-11-30 13:41 UTC" in live
+    # ray-pretrain-live (team-vision, whose logs alice may read) ends about 13:41: then its 16 are free
+    assert ("Start: earliest ≈ 13:41 UTC (when ray-pretrain-live's ETA frees 16 GPUs), at the latest 15:00 UTC "
+            "(the holders' time limits)") in again
 
 
 async def test_a_watch_ticks_read_names_the_same_place_without_listing_the_namespace(tmp_path: Path) -> None:

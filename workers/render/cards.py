@@ -825,6 +825,9 @@ def _clip_lines(text: str, limit: int, *, focus: int | None = None, clause: bool
         short = clip(line, size)
         if not clause or short == line:
             return short
+        head = short.removesuffix("…").rstrip()
+        if head.endswith((",", ";")):  # the cut fell at a clause's end: keep the clause
+            return f"{head[:-1]}…"
         end = max(short.rfind(mark, 0, len(short) - 1) for mark in (", ", "; ", " ("))
         whole = short[:end]
         return f"{whole}…" if end > size * 2 // 3 and not whole.count("`") % 2 else short
