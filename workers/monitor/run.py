@@ -34,6 +34,7 @@ from typing import Any
 import redis
 
 from workers.collect.kueue import share_cluster_queues
+from workers.collect.kueue_etas import remember_eta
 from workers.collect.logs.seen import remember
 from workers.collect.logs.sources import log_evidence
 from workers.collect.report import RunReport
@@ -214,6 +215,11 @@ async def judge_workspace(services: Services, ws: WorkspaceConnection, cache: Ca
             d = evaluate(per_run[run], run, now, ns, logs=logs, linked=objs, stall_seconds=stall_seconds)
             if etas is not None:
                 _keep_eta(etas, objs.workloads, d)
+            if run in to_read and d.eta is not None:
+                # Kept as a status keeps it (`kueue_etas`): a run waiting behind this one then gets
+                # an earliest start from it without anyone reading this run first — and only where
+                # that user may read this run's log (the status's own access review).
+                remember_eta(services.redis, meta(objs.run or {}).get("uid"), d.eta.expected_end, now)
             stall = classify(d, objs, now, thresholds)
         except (LeaseLost, redis.RedisError):
             raise
