@@ -81,6 +81,21 @@ def redis_url(_private_redis: str) -> Iterator[str]:
     conn.close()
 
 
+@pytest.fixture
+def conn(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the suite's own Redis (emptied around each test by `redis_url`)."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def seen(conn: redis.Redis) -> redis.Redis:
+    """The bot's Redis as a status sees it: where reads leave their records (first sightings, the
+    last read, ETAs, ClusterQueue hints) for later statuses, watches and the monitor."""
+    return conn
+
+
 @pytest.fixture(autouse=True)
 def _no_installed_services() -> Iterator[None]:
     """Each test installs the Services its jobs use (or none): nothing leaks between tests."""

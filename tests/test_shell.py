@@ -291,27 +291,20 @@ def test_every_demo_run_answers_status_and_logs_without_a_dead_end() -> None:
     the Ray driver log). Driven in process, as a person types: a line, then the Details number."""
     from shell.demo import newest_button
     from shell.demo_cluster import RUNS
-    from workers.cli.shell import demo_session
+    from tests.fixtures.demo_shell import demo_shell
     from workers.contracts.ids import DETAILS_ACTION
 
-    printed: list[str] = []
-
-    def answer(shell: object, line: str) -> str:
-        start = len(printed)
-        shell.line(line)  # type: ignore[attr-defined]
-        return "".join(printed[start:])
-
-    with demo_session(printed.append) as shell:
+    with demo_shell() as shell:
         for run in RUNS:
-            status = answer(shell, f"/tau status {run.name}")
-            status += answer(shell, str(newest_button(shell, DETAILS_ACTION)))
+            status = shell.answer(f"/tau status {run.name}")
+            status += shell.answer(str(newest_button(shell.shell, DETAILS_ACTION)))
             assert "📋 Details" in status and "unavailable" not in status, (run.name, status)
             if run.name in RUNS_WITH_A_LOG:
-                log = answer(shell, f"/tau logs {run.name}")
+                log = shell.answer(f"/tau logs {run.name}")
                 assert "No source answered" not in log and "the log is empty" not in log, (run.name, log)
                 assert re.search(r"Last \d+ of \d+ lines", log), log
             if run.name == "vit-pretrain":  # never started: the kubelet's words, not an empty log
-                log = answer(shell, f"/tau logs {run.name}")
+                log = shell.answer(f"/tau logs {run.name}")
                 assert "is waiting to start: trying and failing to pull image" in log, log
             if run.name == "resnet-hang":
                 assert "Runtime progress (layer 7) — NCCL watchdog timeout" in status
@@ -319,6 +312,6 @@ def test_every_demo_run_answers_status_and_logs_without_a_dead_end() -> None:
                 assert "Xid 79 (GPU has fallen off the bus)" in status
             if run.name == "ray-pretrain-live":
                 assert "Durable evidence (layer 7) — record" in status and "Runtime progress" in status
-        profile = answer(shell, "/tau status ray-pretrain-live --run-profile")
-        profile += answer(shell, str(newest_button(shell, DETAILS_ACTION)))
+        profile = shell.answer("/tau status ray-pretrain-live --run-profile")
+        profile += shell.answer(str(newest_button(shell.shell, DETAILS_ACTION)))
     assert re.search(r"`gpu_utilization`: avg \d+(\.\d+)? %, max \d+ % \(16 GPUs\)", profile), profile

@@ -10,34 +10,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
 from shell.demo_cluster import MISSING_RUN
-from workers.cli.shell import demo_session
-from workers.services import install
-
-
-@dataclass
-class Demo:
-    shell: Any
-    printed: list[str] = field(default_factory=list)
-
-    def answer(self, line: str) -> str:
-        """What the shell printed for one typed line (a command or a button's number)."""
-        install(self.shell.services)  # the suite uninstalls Services around each test (conftest)
-        start = len(self.printed)
-        self.shell.line(line)
-        return "".join(self.printed[start:])
+from tests.fixtures.demo_shell import DemoShell as Demo  # the name these tests read best with
+from tests.fixtures.demo_shell import demo_shell
 
 
 @pytest.fixture(scope="module")
 def demo() -> Iterator[Demo]:
-    printed: list[str] = []
-    with demo_session(printed.append) as shell:
-        yield Demo(shell, printed)
+    with demo_shell() as shell:
+        yield shell
 
 
 def test_a_run_that_does_not_exist_gets_no_word_about_its_annotations(demo: Demo) -> None:

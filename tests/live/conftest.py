@@ -45,3 +45,14 @@ def own(requests: list[Any]) -> list[Any]:
     label). What layers 1–3 and 5–8 cost, whatever a process knows of the ClusterQueue."""
     return [r for r in requests if not any(q in r.path for q in QUEUE_READS)
             and not (r.path.endswith("/workloads") and "labelSelector" not in r.query)]
+
+
+def rounds(requests: list[Any]) -> list[tuple[int, str, str]]:
+    """Each recorded request as (its round, method, the path's last two parts): what an assertion
+    on rounds prints when it fails."""
+    return [(r.round, r.method, r.path.rsplit("/", 2)[-1]) for r in requests]
+
+
+def proxied(requests: list[Any], tail: str) -> list[Any]:
+    """The requests through a `services|pods/proxy` subresource whose path ends with ``tail``."""
+    return [r for r in requests if "/proxy/" in r.path and r.path.endswith(tail)]

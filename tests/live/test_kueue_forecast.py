@@ -10,11 +10,9 @@ its own namespace yes, the cluster-wide list no.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from redis import Redis
 
 from tests.fakes.kube_api import KubeEmulator
@@ -428,14 +426,6 @@ async def test_a_team_that_may_not_list_nodes_is_told_node_size_unavailable_neve
 
 
 # ----------------------------------------------------------------------- the holders' ETAs, live
-
-
-@pytest.fixture
-def seen(redis_url: str) -> Iterator[Redis]:
-    """The bot's Redis: where a read keeps a run's ETA for the runs waiting behind it."""
-    conn = Redis.from_url(redis_url)
-    yield conn
-    conn.close()
 
 
 async def test_a_holders_recorded_eta_gives_the_earliest_only_where_the_user_may_read_its_log(

@@ -337,20 +337,13 @@ def test_the_demo_crash_cards_own_command_shows_the_heads_crash() -> None:
     """Issue 38.2, through the demo shell (in process, as a person types): the crash card of
     `ray-pretrain-crash` says `/tau logs ray-pretrain-crash --previous`; typing it answers with the
     crashed head container's last lines, the pod and container named, the dashboard's reason kept."""
-    from workers.cli.shell import demo_session
+    from tests.fixtures.demo_shell import demo_shell
 
-    printed: list[str] = []
-
-    def answer(shell: object, line: str) -> str:
-        start = len(printed)
-        shell.line(line)  # type: ignore[attr-defined]
-        return "".join(printed[start:])
-
-    with demo_session(printed.append) as shell:
-        card = answer(shell, "/tau status ray-pretrain-crash")
+    with demo_shell() as shell:
+        card = shell.answer("/tau status ray-pretrain-crash")
         [advised] = set(re.findall(r"`(/tau logs ray-pretrain-crash[^`]*)`", card))
         assert advised == "/tau logs ray-pretrain-crash --previous", card
-        log = answer(shell, advised)
+        log = shell.answer(advised)
     assert "No source answered" not in log, log
     assert "Source: pod log" in log and "`ray-pretrain-crash-wknj7-head-llbxm` `ray-head`" in log, log
     assert "ModuleNotFoundError: No module named 'flash_attn'" in log.split("Tried first")[0], log

@@ -16,11 +16,9 @@ Hugging Face Trainer dicts (transformers 4.46) with kubelet timestamps.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import pytest
 from redis import Redis
 
 from tests.fakes.kube_api import KubeEmulator, RecordedRequest
@@ -39,7 +37,7 @@ from workers.kube.client import Identity, KubeClients
 from workers.plumbing.metrics import UNTRUSTED_DROPPED
 from workers.records import keys
 
-from .conftest import own, workspace_objects, write_descriptor
+from .conftest import own, rounds, workspace_objects, write_descriptor
 
 NOW = k8s.T0 + timedelta(minutes=60)
 ALICE = Identity(user="alice@example.com", groups=("team-vision",))
@@ -48,17 +46,6 @@ RAY = "ray-pretrain-13b"
 JOB = "llama-ft-7b"
 DCGM_SELECTOR = "app.kubernetes.io/name=dcgm-exporter"
 TAUGRID_SELECTOR = "taugrid.io/gpu-monitoring=true"
-
-
-@pytest.fixture
-def seen(redis_url: str) -> Iterator[Redis]:
-    conn = Redis.from_url(redis_url)
-    yield conn
-    conn.close()
-
-
-def rounds(requests: list[RecordedRequest]) -> list[tuple[int, str, str]]:
-    return [(r.round, r.method, r.path.rsplit("/", 2)[-1]) for r in requests]
 
 
 def discovery(requests: list[RecordedRequest]) -> list[RecordedRequest]:

@@ -26,15 +26,13 @@ shared/reference/training-logs.md §2.1; the banner as ray-project/ray#51601 quo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import pytest
 from redis import Redis
 
 from tests.diagnosis.test_ranks import indexed_job, lagging
-from tests.fakes.kube_api import KubeEmulator, RecordedRequest
+from tests.fakes.kube_api import KubeEmulator
 from tests.fixtures import k8s
 from tests.fixtures.ray_dashboard import job_details, serve_driver_log
 from tests.live.test_rank_logs import cluster, served
@@ -44,7 +42,7 @@ from workers.collect.logs.memory import recall
 from workers.config.workspaces import load_descriptors
 from workers.kube.client import Identity
 
-from .conftest import own, workspace_objects, write_descriptor
+from .conftest import own, proxied, rounds, workspace_objects, write_descriptor
 
 NOW = k8s.T0 + timedelta(minutes=60)
 ALICE = Identity(user="alice@example.com", groups=("team-vision",))
@@ -56,22 +54,6 @@ DUMP = ('Thread 13860 (idle): "MainThread"\n'
         "    wait (threading.py:327)\n"
         "    get (ray/_private/worker.py:2771)\n"
         "    train_loop (train.py:88)\n")
-
-
-@pytest.fixture
-def seen(redis_url: str) -> Iterator[Redis]:
-    """The bot's Redis: the record of a run's last read lives there, shared by its statuses."""
-    conn = Redis.from_url(redis_url)
-    yield conn
-    conn.close()
-
-
-def rounds(requests: list[RecordedRequest]) -> list[tuple[int, str, str]]:
-    return [(r.round, r.method, r.path.rsplit("/", 2)[-1]) for r in requests]
-
-
-def proxied(requests: list[RecordedRequest], tail: str) -> list[RecordedRequest]:
-    return [r for r in requests if "/proxy/" in r.path and r.path.endswith(tail)]
 
 
 async def status(emu: KubeEmulator, tmp_path: Path, run: str, seen: Redis | None, now: datetime = NOW):  # noqa: ANN201

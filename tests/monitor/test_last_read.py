@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import pytest
 from redis import Redis
 
 from tests.diagnosis.test_ranks import indexed_job, lagging
 from tests.fakes.kube_api import KubeEmulator, RecordedRequest, running_emulator
 from tests.fakes.slack_api import FakeSlack, running_fake_slack
 from tests.fixtures import k8s
-from tests.live.conftest import own, workspace_objects, write_descriptor
+from tests.live.conftest import own, proxied, rounds, workspace_objects, write_descriptor
 from tests.live.test_rank_logs import cluster, served
 from tests.live.test_rounds_every_case import mirrored, stalled_ray_run
 from tests.live.test_submitter_log import driver_lines, ray_run
@@ -51,21 +49,6 @@ RANKS_LATENCY = 0.2  # 32 concurrent reads in one round (as tests/live/test_rank
 RAY = "ray-pretrain-13b"
 JOB = "llama-ft-7b"
 RAY_UID = k8s.rayjob(RAY)["metadata"]["uid"]
-
-
-@pytest.fixture
-def conn(redis_url: str) -> Iterator[Redis]:
-    c = Redis.from_url(redis_url)
-    yield c
-    c.close()
-
-
-def rounds(requests: list[RecordedRequest]) -> list[tuple[int, str, str]]:
-    return [(r.round, r.method, r.path.rsplit("/", 2)[-1]) for r in requests]
-
-
-def proxied(requests: list[RecordedRequest], tail: str) -> list[RecordedRequest]:
-    return [r for r in requests if "/proxy/" in r.path and r.path.endswith(tail)]
 
 
 def sweep(emu: KubeEmulator, fake: FakeSlack, tmp_path: Path, redis_url: str, now: datetime = NOW

@@ -13,11 +13,9 @@ the Hugging Face Trainer's (`***** Running training *****` block, tests/fixtures
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from redis import Redis
 
 from tests.fakes.kube_api import running_emulator
@@ -29,13 +27,6 @@ from workers.collect.kueue_etas import EtaRecord
 from workers.records import keys
 
 from .test_last_read import LATENCY, NOW, RAY_UID, TOKEN, sweep
-
-
-@pytest.fixture
-def conn(redis_url: str) -> Iterator[Redis]:
-    c = Redis.from_url(redis_url)
-    yield c
-    c.close()
 
 
 def progressing(steps: list[int], total: int) -> list[str]:

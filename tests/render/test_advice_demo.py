@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from shell.demo import newest_button
 from shell.demo_cluster import MISSING_RUN, RUNS, WATCHED
-from workers.cli.shell import demo_session
+from tests.fixtures.demo_shell import DemoShell, demo_shell
 from workers.contracts.ids import DETAILS_ACTION
-from workers.services import install
 
 SUGGESTED = re.compile(r"`(/tau [^`]+)`")
 CHECK_BUTTON = re.compile(r"\[(\d+)\] 🩺 Validate (?:this node|these \d+ nodes)")
@@ -30,23 +28,10 @@ DEAD_ENDS = ("No source answered", "did not finish in time", "not validated", "n
              "(only you) ⚠️", "could not finish", "internal error")
 
 
-class DemoShell:
-    def __init__(self, shell: Any, printed: list[str]) -> None:
-        self.shell, self.printed = shell, printed
-
-    def answer(self, line: str) -> str:
-        """What the shell printed for one typed line (a command or a button's number)."""
-        install(self.shell.services)  # the suite uninstalls Services around each test (conftest)
-        start = len(self.printed)
-        self.shell.line(line)
-        return "".join(self.printed[start:])
-
-
 @pytest.fixture(scope="module")
 def demo() -> Iterator[DemoShell]:
-    printed: list[str] = []
-    with demo_session(printed.append) as shell:
-        yield DemoShell(shell, printed)
+    with demo_shell() as shell:
+        yield shell
 
 
 def advice(card: str) -> list[str]:

@@ -4,9 +4,6 @@ have a slot of the tier-3 budget instead of all retrying at the same instant."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import redis
 
 from workers.surfaces.pacing import Rate, SlackPacer
@@ -18,13 +15,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
-
-
-@pytest.fixture
-def conn(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
 
 
 def pacer(conn: redis.Redis, clock: Clock) -> SlackPacer:
