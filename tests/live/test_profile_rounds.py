@@ -38,22 +38,13 @@ from workers.plumbing.metrics import UNTRUSTED_DROPPED
 from workers.records import keys
 
 from .conftest import own, rounds, workspace_objects, write_descriptor
+from .test_profile import DCGM_SELECTOR, TAUGRID_SELECTOR, discovery, metrics
 
 NOW = k8s.T0 + timedelta(minutes=60)
 ALICE = Identity(user="alice@example.com", groups=("team-vision",))
 LATENCY = 0.1  # as test_rounds_every_case.py: a round's requests leave well within one answer time
 RAY = "ray-pretrain-13b"
 JOB = "llama-ft-7b"
-DCGM_SELECTOR = "app.kubernetes.io/name=dcgm-exporter"
-TAUGRID_SELECTOR = "taugrid.io/gpu-monitoring=true"
-
-
-def discovery(requests: list[RecordedRequest]) -> list[RecordedRequest]:
-    return [r for r in requests if r.path == "/api/v1/pods"]
-
-
-def metrics(requests: list[RecordedRequest]) -> list[RecordedRequest]:
-    return [r for r in requests if r.path.endswith("/proxy/metrics")]
 
 
 def register(emu: KubeEmulator, exporter: dict, body: str) -> None:

@@ -72,6 +72,12 @@ def kubelet(emu: KubeEmulator, kind: str, obj: dict[str, Any]) -> None:
     emu.upsert(obj)
 
 
+def pod_creates(emu: KubeEmulator) -> int:
+    """Validation pods the API server was asked to create (its dry run of one left out)."""
+    return len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")
+                and "dryRun" not in r.query])
+
+
 def the_card(app: SlackApp) -> dict[str, Any]:
     """The card's postMessage parameters, with the ts Slack answered (where its button is)."""
     [card] = [c for c in app.fake.calls_to("chat.postMessage") if c.params.get("thread_ts")]
@@ -173,21 +179,17 @@ def test_an_offer_is_single_use_and_counts_only_on_its_own_card(app: SlackApp) -
         app.work()
         card = the_card(app)
 
-        def creates() -> int:
-            return len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")
-                        and "dryRun" not in r.query])
-
         press(app, card, BOB, "r-other-channel", channel="C0OTHERCH")
         press(app, card, BOB, "r-other-message", message_ts="1764464220.000100")
-        assert creates() == 0
+        assert pod_creates(emu) == 0
         for response_id in ("r-other-channel", "r-other-message"):
             [reply] = app.fake.wait_for_responses(response_id)
             assert "not pressed on the card taubot offered it on" in reply["text"]
         press(app, card, BOB, "r-first")
-        assert creates() == 2
+        assert pod_creates(emu) == 2
         press(app, card, BOB, "r-replay")
         press(app, card, ALICE, "r-second")
-        assert creates() == 2  # neither the replay nor a second presser created any
+        assert pod_creates(emu) == 2  # neither the replay nor a second presser created any
         for response_id in ("r-replay", "r-second"):
             [reply] = app.fake.wait_for_responses(response_id)
             assert f"already validated from this card (pressed by <@{BOB}>)" in reply["text"]
@@ -212,20 +214,16 @@ def test_an_offer_that_ran_nothing_is_not_spent_and_works_once_the_namespace_adm
         app.work()
         card = the_card(app)
 
-        def creates() -> int:
-            return len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/pods")
-                        and "dryRun" not in r.query])
-
         press(app, card, BOB, "r-refused")
-        assert creates() == 0
+        assert pod_creates(emu) == 0
         refusal = card_text(app.fake.thread(CHANNEL, card["thread_ts"])[-1]["blocks"])
         assert 'violates PodSecurity "baseline:latest"' in refusal and "no pod was created" in refusal
         enforced[0] = False  # the platform labels the namespace privileged
         press(app, card, BOB, "r-after-fix")
-        assert creates() == 2
+        assert pod_creates(emu) == 2
         result = card_text(app.fake.thread(CHANNEL, card["thread_ts"])[-1]["blocks"])
         assert "1/2 nodes healthy" in result, result
         press(app, card, ALICE, "r-third")  # it ran: now the offer is spent
-        assert creates() == 2
+        assert pod_creates(emu) == 2
         [reply] = app.fake.wait_for_responses("r-third")
         assert f"already validated from this card (pressed by <@{BOB}>)" in reply["text"]
