@@ -369,6 +369,17 @@ def test_watch_survives_a_worker_killed_between_ticks(app: SlackApp) -> None:
         assert state is not None and state.tick == 2 and state.stopped is None
 
 
+def scheduler_lock_holder(app: SlackApp) -> bytes:
+    """The name holding the queue's rq scheduler lock, once a worker's scheduler has taken it: a
+    worker may run its first tick (its mover needs no lock) before its scheduler is up."""
+    key = RQScheduler.get_locking_key(app.queue.name)
+    wait_for(app.redis, key, lambda: app.redis.get(key) is not None, timeout=20,
+             what="the worker's rq scheduler to take its lock")
+    holder = app.redis.get(key)
+    assert holder is not None
+    return holder
+
+
 def test_watch_ticks_run_while_the_workers_rq_scheduler_process_is_dead(app: SlackApp) -> None:
     """Issue 15.11. The scheduler process of a `taubot worker` is SIGKILLed (as a Redis outage
     also ends it). Ticks never went through rq's schedule since issue 28: the worker's own
@@ -381,8 +392,7 @@ def test_watch_ticks_run_while_the_workers_rq_scheduler_process_is_dead(app: Sla
         make_next_tick_due(app)
         with taubot_worker():
             wait_for_tick(app, wid, 1, "the worker to run the first tick")
-            holder = app.redis.get(RQScheduler.get_locking_key(app.queue.name))
-            assert holder is not None
+            holder = scheduler_lock_holder(app)
             pid = int(app.redis.hget(f"rq:scheduler:{holder.decode()}", "pid"))
             os.kill(pid, signal.SIGKILL)
             apply(emu, admitted())
@@ -403,6 +413,7 @@ def test_a_new_worker_runs_the_due_tick_of_a_killed_one_with_its_scheduler_lock_
         make_next_tick_due(app)
         with taubot_worker():
             wait_for_tick(app, wid, 1, "the first worker to run the first tick")
+            scheduler_lock_holder(app)  # held when the worker dies: the lock stands after it
         assert app.redis.get(RQScheduler.get_locking_key(app.queue.name)) is not None  # the dead one's
         apply(emu, admitted())
         make_next_tick_due(app)
