@@ -56,13 +56,6 @@ def fake() -> Iterator[FakeSlack]:
 
 
 @pytest.fixture
-def rconn(redis_url: str) -> Iterator[redis.Redis]:
-    conn = redis.Redis.from_url(redis_url)
-    yield conn
-    conn.close()
-
-
-@pytest.fixture
 def identity_map(tmp_path: Path) -> IdentityMap:
     path = tmp_path / "identity.yaml"
     path.write_text(SPEC_FILE)
@@ -77,27 +70,27 @@ def _resolver(
 
 
 def test_static_entry_wins_without_asking_slack(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
-    result = _resolver(fake, rconn, identity_map).resolve("U012ALICE")
+    result = _resolver(fake, conn, identity_map).resolve("U012ALICE")
     assert result == Identity(user="alice@example.com", groups=("team-vision", "gpu-users"))
     assert fake.calls == []
 
 
 def test_email_mapping_is_cached_in_redis(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
-    resolver = _resolver(fake, rconn, identity_map)
+    resolver = _resolver(fake, conn, identity_map)
     first = resolver.resolve("U0BOB")
     assert first == Identity(user="bob@example.com", groups=("team-vision",))
     assert len(fake.calls_to("users.info")) == 1
     assert fake.last("users.info").params["user"] == "U0BOB"
     assert fake.last("usergroups.list").params["include_users"] in ("1", "true")
-    ttl = rconn.ttl(resolver.cache_key("U0BOB"))
+    ttl = conn.ttl(resolver.cache_key("U0BOB"))
     assert 590 < ttl <= 600
 
     # a second resolver (another process) is served from Redis: Slack not asked again
-    assert _resolver(fake, rconn, identity_map).resolve("U0BOB") == first
+    assert _resolver(fake, conn, identity_map).resolve("U0BOB") == first
     assert len(fake.calls_to("users.info")) == 1
     assert len(fake.calls_to("usergroups.list")) == 1
 
@@ -109,50 +102,50 @@ def redis_commands(conn: redis.Redis) -> int:
 
 
 def test_a_resolved_user_costs_the_next_command_no_redis_round_trip_until_the_entry_expires(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
     """Issue 36: an email-mapped user's identity is read on every command's ack; the process
     remembers it (and a refusal) for as long as its Redis entry lives, and no longer."""
     now = [1000.0]
-    resolver = IdentityResolver(identity_map, WebClient(token="xoxb-test", base_url=fake.api_url), rconn,
+    resolver = IdentityResolver(identity_map, WebClient(token="xoxb-test", base_url=fake.api_url), conn,
                                 clock=lambda: now[0])
     bob = resolver.resolve("U0BOB")
     assert resolver.resolve("U0NOBODY") == resolver.resolve("U0NOBODY")  # refused, asked once
-    before = redis_commands(rconn)
+    before = redis_commands(conn)
     for _ in range(3):
         assert resolver.resolve("U0BOB") == bob
         assert isinstance(resolver.resolve("U0NOBODY"), Unmapped)
-    assert redis_commands(rconn) == before
+    assert redis_commands(conn) == before
     assert len(fake.calls_to("users.info")) == 2
 
     now[0] += 61  # past the refusal's 60 s: it is read again (the entry's own clock is Redis's)
-    before = redis_commands(rconn)
-    assert isinstance(resolver.resolve("U0NOBODY"), Unmapped) and redis_commands(rconn) > before
-    before = redis_commands(rconn)
-    assert resolver.resolve("U0BOB") == bob and redis_commands(rconn) == before  # 600 s: still held
+    before = redis_commands(conn)
+    assert isinstance(resolver.resolve("U0NOBODY"), Unmapped) and redis_commands(conn) > before
+    before = redis_commands(conn)
+    assert resolver.resolve("U0BOB") == bob and redis_commands(conn) == before  # 600 s: still held
 
     # another process's resolver remembers what it read from Redis only for what the entry has left
-    other = IdentityResolver(identity_map, WebClient(token="xoxb-test", base_url=fake.api_url), rconn,
+    other = IdentityResolver(identity_map, WebClient(token="xoxb-test", base_url=fake.api_url), conn,
                              clock=lambda: now[0])
     assert other.resolve("U0BOB") == bob
-    before = redis_commands(rconn)
-    assert other.resolve("U0BOB") == bob and redis_commands(rconn) == before
+    before = redis_commands(conn)
+    assert other.resolve("U0BOB") == bob and redis_commands(conn) == before
     now[0] += 600
-    assert other.resolve("U0BOB") == bob and redis_commands(rconn) > before
+    assert other.resolve("U0BOB") == bob and redis_commands(conn) > before
     assert len(fake.calls_to("users.info")) == 2
 
 
 def test_only_mapped_usergroups_become_groups(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
-    result = _resolver(fake, rconn, identity_map).resolve("U0CAROL")
+    result = _resolver(fake, conn, identity_map).resolve("U0CAROL")
     assert result == Identity(user="carol@example.com", groups=())
 
 
 def test_no_usergroups_table_means_no_usergroups_call(
-    fake: FakeSlack, rconn: redis.Redis
+    fake: FakeSlack, conn: redis.Redis
 ) -> None:
-    resolver = _resolver(fake, rconn, IdentityMap(map_by_email=True))
+    resolver = _resolver(fake, conn, IdentityMap(map_by_email=True))
     assert resolver.resolve("U0BOB") == Identity(user="bob@example.com")
     assert fake.calls_to("usergroups.list") == []
 
@@ -167,64 +160,64 @@ def test_no_usergroups_table_means_no_usergroups_call(
     ],
 )
 def test_refusals_tell_whom_to_ask_and_are_cached_briefly(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap, user_id: str, detail: str
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap, user_id: str, detail: str
 ) -> None:
-    resolver = _resolver(fake, rconn, identity_map)
+    resolver = _resolver(fake, conn, identity_map)
     result = resolver.resolve(user_id)
     assert isinstance(result, Unmapped)
     assert ASK_OPERATOR in result.reason and "\n" not in result.reason
     assert detail in result.detail and not result.transient
-    assert 50 < rconn.ttl(resolver.cache_key(user_id)) <= 60
+    assert 50 < conn.ttl(resolver.cache_key(user_id)) <= 60
     assert resolver.resolve(user_id) == result
     assert len(fake.calls_to("users.info")) == 1
 
 
 def test_unlisted_user_refused_when_email_mapping_is_off(
-    fake: FakeSlack, rconn: redis.Redis
+    fake: FakeSlack, conn: redis.Redis
 ) -> None:
-    result = _resolver(fake, rconn, IdentityMap()).resolve("U0BOB")
+    result = _resolver(fake, conn, IdentityMap()).resolve("U0BOB")
     assert isinstance(result, Unmapped) and ASK_OPERATOR in result.reason
     assert "U0BOB" in result.reason
     assert fake.calls == []
 
 
 def test_slack_down_is_a_transient_refusal_never_cached(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
-    resolver = _resolver(fake, rconn, identity_map)
+    resolver = _resolver(fake, conn, identity_map)
     fake.down()
     result = resolver.resolve("U0BOB")
     assert isinstance(result, Unmapped) and result.transient
     assert "could not reach Slack" in result.reason
-    assert rconn.exists(resolver.cache_key("U0BOB")) == 0
+    assert conn.exists(resolver.cache_key("U0BOB")) == 0
     fake.up()
     assert resolver.resolve("U0BOB") == Identity(user="bob@example.com", groups=("team-vision",))
 
 
 def test_rate_limited_lookup_is_transient(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
     fake.rate_limit_next("users.info", retry_after=30)
-    result = _resolver(fake, rconn, identity_map).resolve("U0BOB")
+    result = _resolver(fake, conn, identity_map).resolve("U0BOB")
     assert isinstance(result, Unmapped) and result.transient
     assert "ratelimited" in result.detail
 
 
 def test_unreadable_usergroups_refuse_rather_than_drop_groups(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
     fake.fail_next("usergroups.list", error="missing_scope")
-    result = _resolver(fake, rconn, identity_map).resolve("U0BOB")
+    result = _resolver(fake, conn, identity_map).resolve("U0BOB")
     assert isinstance(result, Unmapped) and not result.transient
     assert "usergroups.list: missing_scope" in result.detail
 
 
 def test_edited_mapping_does_not_reuse_old_cache(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
-    _resolver(fake, rconn, identity_map).resolve("U0BOB")
+    _resolver(fake, conn, identity_map).resolve("U0BOB")
     widened = identity_map.model_copy(update={"usergroups": {"S0OTHER": "other"}})
-    assert _resolver(fake, rconn, widened).resolve("U0BOB") == Identity(
+    assert _resolver(fake, conn, widened).resolve("U0BOB") == Identity(
         user="bob@example.com", groups=("other",)
     )
 
@@ -272,7 +265,7 @@ def test_spec_example_loads(identity_map: IdentityMap) -> None:
 
 
 def test_a_profile_without_is_email_confirmed_is_refused_as_unconfirmed(
-    fake: FakeSlack, rconn: redis.Redis, identity_map: IdentityMap
+    fake: FakeSlack, conn: redis.Redis, identity_map: IdentityMap
 ) -> None:
-    result = _resolver(fake, rconn, identity_map).resolve("U0NOCONFIRM")
+    result = _resolver(fake, conn, identity_map).resolve("U0NOCONFIRM")
     assert isinstance(result, Unmapped) and "not confirmed" in result.detail
