@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from workers import services as services_module
+from workers.collect.kueue import CLUSTER_QUEUE_NAMES
 
 REAL_SUITE = Path(__file__).resolve().parent / "real"
 
@@ -94,6 +95,14 @@ def seen(conn: redis.Redis) -> redis.Redis:
     """The bot's Redis as a status sees it: where reads leave their records (first sightings, the
     last read, ETAs, ClusterQueue hints) for later statuses, watches and the monitor."""
     return conn
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster_queue_hints() -> None:
+    """Each test starts as a fresh process does, knowing no LocalQueue's ClusterQueue: the hints a
+    process keeps are keyed by the API server's URL, and a later test's emulator may get an earlier
+    one's port — whose hint would then save it a request (issue 35's LocalQueue read in round 1)."""
+    CLUSTER_QUEUE_NAMES.forget()
 
 
 @pytest.fixture(autouse=True)

@@ -342,6 +342,7 @@ async def test_a_one_shot_client_opens_connections_ahead_and_its_requests_take_t
         api = await KubeClients().user(ClusterTarget(server=f"http://127.0.0.1:{proxy.port}"), ALICE)
         try:
             assert await asyncio.to_thread(proxy.wait_for_connections, PRECONNECT, 10)
+            await asyncio.wait_for(api.rest_client.opened_ahead(), 10)  # and idle in the client's pool
             assert emu.requests == [] and proxy.connections == PRECONNECT
             reader = KubeReader(api)
             pods = resource_path("", "v1", "pods", NS)

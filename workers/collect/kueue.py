@@ -158,6 +158,10 @@ class ClusterQueueNames:
         self._remember(key, named)
         return named
 
+    def forget(self) -> None:
+        """Forget every hint this process keeps (what Redis keeps stays): a fresh process's state."""
+        self._names.clear()
+
     def learn(self, cluster: str, namespace: str, local_queue: str, queue_object: dict | ReadError, *,
               shared: SharedHints | None = None) -> None:
         """Keep what the user's own read of the LocalQueue (``queue_object``) names, for later statuses."""

@@ -73,6 +73,12 @@ class _ImpersonatingRESTClient(rest.RESTClientObject):
             await asyncio.gather(self._opening, return_exceptions=True)
         await super().close()
 
+    async def opened_ahead(self) -> None:
+        """Until the connections opened ahead are idle in the pool (or failed to open): the server
+        accepts one before the client has put it there, so a request sent in between opens another."""
+        if self._opening is not None:
+            await asyncio.gather(self._opening, return_exceptions=True)
+
     async def request(self, method: str, url: str, query_params: Any = None,
                       headers: Any = None, body: Any = None, post_params: Any = None,
                       _preload_content: bool = True, _request_timeout: Any = None) -> Any:
